@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Set up the course and run it: the only two commands a learner needs.
+
+    python3 course.py lab     # install what is missing, fetch the model, open JupyterLab
+    python3 course.py test    # install what is missing, fetch the model, run every test
+
+Also: ``python3 course.py setup`` (only install and fetch) and ``python3 course.py check``
+(say what is there and what is missing). Arguments after ``test`` go to pytest.
+
+Everything is installed into ``.venv`` next to this file, unless you run this script
+from an environment you activated yourself (a venv or conda), which is then used.
+The first install compiles llama-cpp-python from source: about 5 minutes on 2 cores,
+once (pip keeps the built wheel in its cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+
+
+def in_own_environment() -> bool:
+    return sys.prefix != sys.base_prefix or "CONDA_PREFIX" in os.environ
+
+
+def python() -> Path:
+    """The interpreter the course runs on."""
+    if in_own_environment():
+        return Path(sys.executable)
+    bindir = "Scripts" if os.name == "nt" else "bin"
+    return VENV / bindir / ("python.exe" if os.name == "nt" else "python")
+
+
+def run(*args: str | Path) -> None:
+    print("$", " ".join(str(a) for a in args), flush=True)
+    done = subprocess.run([str(a) for a in args], cwd=ROOT)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
+
+
+def install() -> None:
+    """Create the venv and install the course (editable) with its test tools, if needed."""
+    if sys.version_info < (3, 10):
+        sys.exit(f"The course needs Python 3.10 or newer; this is {sys.version.split()[0]}.")
+    if not in_own_environment() and not python().exists():
+        print(f"Creating a virtual environment in {VENV.name}/ ...", flush=True)
+        venv.create(VENV, with_pip=True)
+    stamp = Path(subprocess.check_output([str(python()), "-c", "import sys; print(sys.prefix)"],
+                                         text=True).strip()) / "course-install.stamp"
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == wanted:
+        return
+    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang") or os.name == "nt"):
+        print("warning: no C compiler found; llama-cpp-python is built from source and needs one "
+              "(Debian/Ubuntu: apt-get install build-essential cmake).", flush=True)
+    print("Installing the course's packages. The first time, pip compiles llama-cpp-python "
+          "from source (about 5 minutes on 2 cores).", flush=True)
+    run(python(), "-m", "pip", "install", "--upgrade", "pip")
+    run(python(), "-m", "pip", "install", "-e", ".[test]")
+    stamp.write_text(wanted)
+
+
+def setup() -> None:
+    install()
+    run(python(), "-m", "course_lib.models", "fetch")
+
+
+def check() -> int:
+    """Say OK or FAIL for each requirement, without changing anything."""
+    checks = [
+        ("Python >= 3.10", sys.version_info >= (3, 10)),
+        ("a C compiler (to build llama-cpp-python)", bool(shutil.which("cc") or shutil.which("gcc"))),
+        ("course environment", python().exists()),
+    ]
+    if python().exists():
+        probe = subprocess.run([str(python()), "-c", "import course_lib, llama_cpp, jupyterlab, nbval"],
+                               capture_output=True, cwd=ROOT)
+        checks.append(("course packages installed", probe.returncode == 0))
+        listing = subprocess.run([str(python()), "-m", "course_lib.models", "list"],
+                                 capture_output=True, text=True, cwd=ROOT).stdout
+        checks.append(("default model fetched", " fetched " in listing.splitlines()[0] if listing else False))
+    for label, ok in checks:
+        print(f"[{'OK' if ok else 'FAIL'}] {label}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+def main(argv: list[str]) -> int:
+    command, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "lab":
+        setup()
+        run(python(), "-m", "jupyter", "lab", "notebooks", *rest)
+    elif command == "test":
+        setup()
+        run(python(), "-m", "pytest", *rest)
+    elif command == "setup":
+        setup()
+    elif command == "check":
+        return check()
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,185 @@
+"""The model itself: one llama.cpp instance that turns a prompt into text, token by token.
+
+This is the part of an Ollama-like server that is not HTTP. It loads a GGUF file once,
+renders chat messages with the model's own template, and generates with the sampling
+options a request asks for, measuring what it does (tokens and nanoseconds), as Ollama
+reports it.
+
+Two things about llama.cpp shape this code:
+
+- One ``Llama`` instance is not thread-safe, so the server runs one generation at a time.
+- The instance remembers the tokens of the last prompt (its KV cache). When the next
+  prompt starts with the same tokens, as every turn of a tool-calling loop does, only
+  the new tail is evaluated. That is why the server keeps a single instance alive.
+  At temperature 0 a cached prefix can still change the output slightly (the cached path
+  adds numbers in a different order); ``reset_each_request=True`` trades the speed-up
+  for exact repeatability.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+from llama_cpp import Llama, LlamaGrammar
+from llama_cpp.llama_grammar import JSON_GBNF
+
+from .chat_template import render
+from .wire import Format, Options
+
+# Ollama's defaults for the options a request leaves out.
+DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1,
+            "repeat_last_n": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0, "num_predict": -1}
+DEFAULT_NUM_CTX = 4096
+
+
+class PromptTooLong(ValueError):
+    """The prompt does not fit the context window (``num_ctx``)."""
+
+
+@dataclass
+class GenerationStats:
+    """What one generation cost, in the units of Ollama's response fields."""
+
+    done_reason: str  # "stop": the model ended its turn or hit a stop string; "length": a token cap
+    prompt_eval_count: int  # tokens in the prompt
+    prompt_eval_duration: int  # ns until the first new token was chosen (prefix reuse makes it short)
+    eval_count: int  # tokens generated
+    eval_duration: int  # ns spent generating them
+    load_duration: int = 0  # ns spent (re)loading the model for this request
+
+
+class Engine:
+    """A loaded model. Call ``generate()`` from one thread at a time."""
+
+    def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX,
+                 n_threads: int | None = None, reset_each_request: bool = False) -> None:
+        self.name = name
+        self.path = Path(path)
+        self.n_threads = n_threads
+        self.reset_each_request = reset_each_request
+        self.load_duration = self._load(n_ctx)
+        self.metadata: dict[str, str] = dict(self.llm.metadata)
+        self.template: str = self.metadata.get("tokenizer.chat_template", "")
+        self.context_length = int(self.metadata.get(f"{self.architecture}.context_length", n_ctx))
+
+    def _load(self, n_ctx: int) -> int:
+        started = time.perf_counter_ns()
+        self.llm = Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=512,
+                         n_threads=self.n_threads, verbose=False)
+        self.n_ctx = n_ctx
+        return time.perf_counter_ns() - started
+
+    @property
+    def architecture(self) -> str:
+        return self.metadata.get("general.architecture", "unknown")
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        """The prompt text for a chat, from the model's own template."""
+        return render(self.template, messages, tools, add_generation_prompt=True,
+                      bos_token=self._token_text(self.llm.token_bos()),
+                      eos_token=self._token_text(self.llm.token_eos()))
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text``; special markers such as ``<|im_start|>`` become one token each."""
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+
+    def generate(self, prompt: str, options: Options | None = None, format: Format = None,
+                 cancel: threading.Event | None = None) -> Iterator[str | GenerationStats]:
+        """Yield the new text piece by piece; the last item is the ``GenerationStats``.
+
+        Stops at the model's end-of-turn token, a ``stop`` string (not included in the
+        text), ``num_predict`` tokens, a full context window, or when ``cancel`` is set.
+        """
+        settings = {**DEFAULTS, **(options.model_dump(exclude_none=True) if options else {})}
+        load_duration = self._fit_context(settings.get("num_ctx"))
+        started = time.perf_counter_ns()
+        tokens = self.tokenize(prompt)
+        if len(tokens) >= self.n_ctx:
+            raise PromptTooLong(f"the prompt is {len(tokens)} tokens but num_ctx is {self.n_ctx}; "
+                                "shorten the conversation or raise options.num_ctx")
+        if self.reset_each_request:
+            self.llm.reset()
+        if "seed" in settings:
+            self.llm.set_seed(settings["seed"])
+        self.llm.last_n_tokens_size = settings["repeat_last_n"]
+        stops: list[str] = settings.get("stop") or []
+        limit = settings["num_predict"] if settings["num_predict"] >= 0 else self.n_ctx
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text, sent, count, first_token_at, done_reason = "", 0, 0, None, "stop"
+        for token in self.llm.generate(
+            tokens, top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"],
+            temp=settings["temperature"], repeat_penalty=settings["repeat_penalty"],
+            presence_penalty=settings["presence_penalty"], frequency_penalty=settings["frequency_penalty"],
+            grammar=_grammar_for(format),
+        ):
+            first_token_at = first_token_at or time.perf_counter_ns()
+            if cancel is not None and cancel.is_set():
+                break
+            # The library's own completion code asks the vocabulary this way.
+            if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
+                break
+            count += 1
+            text += decoder.decode(self.llm.detokenize([token]))
+            cut = _first_stop(text, stops)
+            if cut is not None:
+                text, decoder = text[:cut], None
+                break
+            safe = len(text) - _partial_stop_length(text, stops)
+            if safe > sent:
+                yield text[sent:safe]
+                sent = safe
+            if count >= limit or len(tokens) + count >= self.n_ctx:
+                done_reason = "length"
+                break
+        if decoder is not None:  # flush a character whose bytes were split across tokens
+            text += decoder.decode(b"", final=True)
+        if len(text) > sent:
+            yield text[sent:]
+        finished = time.perf_counter_ns()
+        first_token_at = first_token_at or finished
+        yield GenerationStats(done_reason, len(tokens), first_token_at - started, count,
+                              finished - first_token_at, load_duration)
+
+    def _fit_context(self, num_ctx: int | None) -> int:
+        """Reload with a new context size when a request asks for one (Ollama does the same)."""
+        wanted = min(num_ctx or DEFAULT_NUM_CTX, self.context_length)
+        if wanted == self.n_ctx:
+            return 0
+        del self.llm
+        return self._load(wanted)
+
+    def _token_text(self, token: int) -> str:
+        return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace") if token >= 0 else ""
+
+
+def _grammar_for(format: Format) -> LlamaGrammar | None:
+    """A llama.cpp grammar that only allows JSON (``"json"``) or JSON of a given schema."""
+    if format is None:
+        return None
+    if format == "json":
+        return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+    return LlamaGrammar.from_json_schema(json.dumps(format), verbose=False)
+
+
+def _first_stop(text: str, stops: list[str]) -> int | None:
+    positions = [text.find(stop) for stop in stops if stop and stop in text]
+    return min(positions) if positions else None
+
+
+def _partial_stop_length(text: str, stops: list[str]) -> int:
+    """How many characters at the end of ``text`` could be the start of a stop string."""
+    longest = 0
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), longest, -1):
+            if text.endswith(stop[:size]):
+                longest = size
+                break
+    return longest

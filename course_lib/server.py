@@ -1,0 +1,343 @@
+"""An Ollama-compatible HTTP server over llama.cpp: what Ollama does, readable.
+
+Run it with ``python -m course_lib.server`` (127.0.0.1:11434 by default). It serves
+``/api/chat``, ``/api/generate``, ``/api/show``, ``/api/tags``, ``/api/version`` and
+``GET /`` with Ollama's field names, streaming format (NDJSON) and error contract, so
+the official ``ollama`` Python client and any raw HTTP code work against it.
+
+What happens to a chat request:
+
+1. The body is validated (``wire.py``); a bad one gets ``{"error": ...}`` and 400.
+2. The messages and tools are rendered into one prompt with the model's own chat
+   template (``chat_template.py``).
+3. The model generates (``engine.py``), one request at a time (``scheduler.py``).
+4. If tools were declared, the text is searched for tool calls (``tool_parser.py``).
+   While streaming, text that might be the start of a call is held back until the
+   end, so that each call arrives whole in one chunk.
+
+Differences from Ollama worth knowing: ``/api/show`` returns the GGUF's Jinja template
+(Ollama shows its own Go template); ``prompt_eval_count`` is always the whole prompt,
+even when most of it came from the cache; text that is not a call of a declared tool
+stays in ``content`` (Ollama drops an undeclared call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import secrets
+import string
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+
+from . import __version__
+from .chat_template import TemplateError
+from .engine import Engine, GenerationStats, PromptTooLong
+from .models import REGISTRY, resolve_model
+from .scheduler import QueueFull, Scheduler
+from .tool_parser import parse_tool_calls, possible_call_start
+from .wire import ChatRequest, GenerateRequest, ShowRequest, describe_validation_error
+
+Body = TypeVar("Body", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """An error the client caused or must wait out, sent as ``{"error": message}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def new_call_id() -> str:
+    return "call_" + "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+
+
+def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
+    """The FastAPI application serving ``engine`` under the name ``engine.name``."""
+    scheduler = Scheduler(engine, max_queue)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        scheduler.cancel_all()
+
+    app = FastAPI(title="course_lib embedded Ollama-compatible server", lifespan=lifespan)
+    app.state.scheduler = scheduler
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, error: ApiError) -> JSONResponse:
+        return JSONResponse({"error": error.message}, status_code=error.status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(error.detail).lower()}, status_code=error.status_code)
+
+    @app.get("/")
+    @app.head("/")
+    async def root() -> PlainTextResponse:
+        return PlainTextResponse("Ollama is running")
+
+    @app.get("/api/version")
+    async def version() -> dict[str, str]:
+        return {"version": __version__}
+
+    @app.get("/api/tags")
+    async def tags() -> dict[str, Any]:
+        return {"models": [model_entry(engine)]}
+
+    @app.post("/api/show")
+    async def show(request: Request) -> dict[str, Any]:
+        body = await read_body(request, ShowRequest)
+        check_model(engine, body.model or body.name)
+        return show_response(engine)
+
+    @app.post("/api/chat")
+    async def chat(request: Request):
+        started = time.perf_counter_ns()
+        body = await read_body(request, ChatRequest)
+        check_model(engine, body.model)
+        if not body.messages:  # Ollama: an empty chat just loads the model
+            return JSONResponse(loaded_response(engine, {"message": {"role": "assistant", "content": ""}}))
+        messages = [message.model_dump(exclude_none=True) for message in body.messages]
+        tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
+        prompt = render_or_400(engine, messages, tools)
+        tool_names = {tool["function"]["name"] for tool in tools or []}
+        pieces = await start_generation(scheduler, prompt, body)
+        events = chat_events(pieces, tool_names)
+        return await respond(engine, events, body.stream, started, "message")
+
+    @app.post("/api/generate")
+    async def generate(request: Request):
+        started = time.perf_counter_ns()
+        body = await read_body(request, GenerateRequest)
+        check_model(engine, body.model)
+        if not body.prompt:  # Ollama: an empty prompt just loads the model
+            return JSONResponse(loaded_response(engine, {"response": ""}))
+        if body.raw:
+            prompt = body.prompt
+        else:
+            system = [{"role": "system", "content": body.system}] if body.system else []
+            prompt = render_or_400(engine, [*system, {"role": "user", "content": body.prompt}], None)
+        pieces = await start_generation(scheduler, prompt, body)
+        events = chat_events(pieces, set())
+        return await respond(engine, events, body.stream, started, "response")
+
+    return app
+
+
+async def read_body(request: Request, model: type[Body]) -> Body:
+    """Parse and validate a JSON body, or raise a 400 that says what is wrong."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw or b"{}")
+    except json.JSONDecodeError as error:
+        raise ApiError(400, f"invalid JSON body: {error}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise ApiError(400, describe_validation_error(error)) from None
+
+
+def check_model(engine: Engine, name: str) -> None:
+    if not name:
+        raise ApiError(400, "model is required")
+    if name not in (engine.name, f"{engine.name}:latest"):
+        raise ApiError(404, f"model '{name}' not found")
+
+
+def render_or_400(engine: Engine, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    try:
+        return engine.render(messages, tools)
+    except TemplateError as error:
+        raise ApiError(400, f"the chat template refused these messages: {error}") from None
+
+
+async def start_generation(scheduler: Scheduler, prompt: str,
+                           body: ChatRequest | GenerateRequest) -> AsyncIterator[str | GenerationStats]:
+    """Queue the generation and wait for its first piece, so that errors found before any
+    text exists (queue full, prompt too long, a schema llama.cpp cannot compile) still get
+    a proper status code instead of a half-sent stream."""
+    try:
+        scheduler.admit()
+    except QueueFull as error:
+        raise ApiError(503, str(error)) from None
+    pieces = scheduler.generate(prompt, body.options, body.format)
+    try:
+        first = await anext(pieces)
+    except PromptTooLong as error:
+        raise ApiError(400, str(error)) from None
+    except (ValueError, RuntimeError) as error:  # e.g. a JSON schema the grammar builder rejects
+        raise ApiError(400, f"could not start generation: {error}") from None
+
+    async def replay() -> AsyncIterator[str | GenerationStats]:
+        yield first
+        async for piece in pieces:
+            yield piece
+
+    return replay()
+
+
+async def chat_events(pieces: AsyncIterator[str | GenerationStats],
+                      tool_names: set[str]) -> AsyncIterator[dict[str, Any] | GenerationStats]:
+    """Turn generated text into message parts: content pieces, then any tool calls, then stats."""
+    held = ""
+    async for piece in pieces:
+        if isinstance(piece, GenerationStats):
+            if held:
+                parsed = parse_tool_calls(held, tool_names)
+                if parsed.content:
+                    yield {"content": parsed.content}
+                if parsed.tool_calls:
+                    yield {"content": "", "tool_calls": [
+                        {"id": new_call_id(), "function": {"index": i, "name": call.name, "arguments": call.arguments}}
+                        for i, call in enumerate(parsed.tool_calls)]}
+            yield piece
+            return
+        if not tool_names:
+            yield {"content": piece}
+            continue
+        held += piece
+        start = possible_call_start(held)
+        ready, held = (held, "") if start is None else (held[:start], held[start:])
+        if ready:
+            yield {"content": ready}
+
+
+async def respond(engine: Engine, events: AsyncIterator[dict[str, Any] | GenerationStats],
+                  stream: bool, started: int, field: str):
+    """Send the events as NDJSON lines (``stream``) or as one JSON object."""
+
+    def line(part: dict[str, Any]) -> dict[str, Any]:
+        body = {"role": "assistant", **part} if field == "message" else part.get("content", "")
+        return {"model": engine.name, "created_at": now_rfc3339(), field: body, "done": False}
+
+    def final(stats: GenerationStats, part: dict[str, Any]) -> dict[str, Any]:
+        return {**line(part), "done": True, "done_reason": stats.done_reason,
+                "total_duration": time.perf_counter_ns() - started, "load_duration": stats.load_duration,
+                "prompt_eval_count": stats.prompt_eval_count,
+                "prompt_eval_duration": stats.prompt_eval_duration,
+                "eval_count": stats.eval_count, "eval_duration": stats.eval_duration}
+
+    if not stream:
+        content, calls = "", []
+        async for event in events:
+            if isinstance(event, GenerationStats):
+                message = {"content": content, **({"tool_calls": calls} if calls else {})}
+                return JSONResponse(final(event, message))
+            content += event.get("content", "")
+            calls += event.get("tool_calls", [])
+
+    async def ndjson() -> AsyncIterator[bytes]:
+        try:
+            async for event in events:
+                data = final(event, {"content": ""}) if isinstance(event, GenerationStats) else line(event)
+                yield json.dumps(data, separators=(",", ":")).encode() + b"\n"
+        except Exception as error:  # headers are sent: the error becomes the last line
+            yield json.dumps({"error": str(error)}).encode() + b"\n"
+
+    return StreamingResponse(ndjson(), media_type="application/x-ndjson")
+
+
+def loaded_response(engine: Engine, part: dict[str, Any]) -> dict[str, Any]:
+    return {"model": engine.name, "created_at": now_rfc3339(), **part, "done": True, "done_reason": "load"}
+
+
+def details(engine: Engine) -> dict[str, Any]:
+    spec = REGISTRY.get(engine.name)
+    return {"parent_model": "", "format": "gguf", "family": engine.architecture,
+            "families": [engine.architecture],
+            "parameter_size": spec.parameter_size if spec else engine.metadata.get("general.size_label", ""),
+            "quantization_level": spec.quantization if spec else engine.metadata.get("general.file_type", "")}
+
+
+def digest(engine: Engine) -> str:
+    spec = REGISTRY.get(engine.name)
+    if spec is None:
+        sha = hashlib.sha256()
+        with open(engine.path, "rb") as file:
+            while block := file.read(1 << 22):
+                sha.update(block)
+        return "sha256:" + sha.hexdigest()
+    return "sha256:" + spec.sha256
+
+
+def modified_at(engine: Engine) -> str:
+    mtime = datetime.fromtimestamp(engine.path.stat().st_mtime, timezone.utc)
+    return mtime.isoformat().replace("+00:00", "Z")
+
+
+def model_entry(engine: Engine) -> dict[str, Any]:
+    return {"name": engine.name, "model": engine.name, "modified_at": modified_at(engine),
+            "size": engine.path.stat().st_size, "digest": digest(engine), "details": details(engine)}
+
+
+def show_response(engine: Engine) -> dict[str, Any]:
+    """``/api/show``: template, details, GGUF metadata as ``model_info``, capabilities."""
+    info = {key: _number_or_text(value) for key, value in engine.metadata.items()
+            if key != "tokenizer.chat_template"}
+    spec = REGISTRY.get(engine.name)
+    licence = spec.license if spec else engine.metadata.get("general.license", "")
+    return {
+        "license": licence,
+        "modelfile": f"# served by course_lib.server\nFROM {engine.path.name}\n",
+        "parameters": 'stop "<|im_end|>"\nstop "<|endoftext|>"' if engine.architecture == "qwen2" else "",
+        "template": engine.template,
+        "details": details(engine),
+        "model_info": info,
+        "capabilities": ["completion", "tools"],
+        "modified_at": modified_at(engine),
+    }
+
+
+def _number_or_text(value: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.server", description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=11434)
+    parser.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the model")
+    parser.add_argument("--num-ctx", type=int, default=4096, help="context window at start-up")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--reset-cache", action="store_true",
+                        help="evaluate every prompt from scratch: exact repeatability, no prefix reuse")
+    args = parser.parse_args(argv)
+    name, path = resolve_model()
+    engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache)
+    print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s", file=sys.stderr, flush=True)
+    print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(create_app(engine, args.max_queue), host=args.host, port=args.port,
+                            log_level=os.environ.get("COURSE_SERVER_LOG", "warning"),
+                            timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run()  # uvicorn handles SIGINT and SIGTERM: it stops accepting, then exits
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

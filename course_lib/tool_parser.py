@@ -1,0 +1,160 @@
+"""Read tool calls out of the text a model wrote.
+
+A model does not return ``tool_calls``; it writes text. Qwen2.5's template asks it to
+write each call as JSON between ``<tool_call>`` and ``</tool_call>``, and a server turns
+that text into the structured ``tool_calls`` of the API response. Small models do not
+always follow the format. Seen with Qwen2.5-Coder-0.5B at temperature 0:
+
+- ``<tool_call>{"name": "now", "arguments": {}}</tool_call>``  (as asked: "tagged")
+- a fenced block: ```` ```json {"name": "now", "arguments": {}} ``` ```` ("fenced")
+- bare JSON, one object or a list, sometimes with ``parameters`` instead of
+  ``arguments``, sometimes in doubled braces ``{{"name": ...}}`` ("bare")
+
+``parse_tool_calls`` accepts all of these, but only for tools that were declared. Any
+text that is not a call of a declared tool (prose, an invented tool such as
+``cat_joke``, JSON that is not a call) stays in ``content``: nothing is dropped. Ollama
+behaves differently: its parser looks only for the template's tag and drops a call whose
+name is not a declared tool. Lesson 2 shows the difference.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+CallStyle = Literal["tagged", "fenced", "bare"]
+
+TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+FENCED = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+CALL_OPENERS = ("<tool_call>", "```", "{", "[")
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for: a declared tool's name and its arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+    style: CallStyle = "tagged"
+
+
+@dataclass
+class ParsedReply:
+    """The model's text split into what it said (``content``) and what it asked to run."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+def parse_tool_calls(text: str, tool_names: set[str] | list[str]) -> ParsedReply:
+    """Split ``text`` into plain content and calls of the tools named in ``tool_names``."""
+    declared = set(tool_names)
+    spans: list[tuple[int, int, list[ToolCall]]] = []
+    for pattern, style in ((TAGGED, "tagged"), (FENCED, "fenced")):
+        for match in pattern.finditer(text):
+            if _overlaps(match.span(), spans):
+                continue
+            calls = _calls_in_block(match.group(1), declared, style)
+            if calls:
+                spans.append((match.start(), match.end(), calls))
+    for start, end, value in _json_values(text):
+        if not _overlaps((start, end), spans) and (calls := _as_calls(value, declared, "bare")):
+            spans.append((start, end, calls))
+    if not spans:
+        return ParsedReply(text)
+    spans.sort(key=lambda span: span[0])
+    content, cursor = [], 0
+    for start, end, _ in spans:
+        content.append(text[cursor:start])
+        cursor = end
+    content.append(text[cursor:])
+    return ParsedReply("".join(content).strip(), [call for *_, calls in spans for call in calls])
+
+
+def possible_call_start(text: str) -> int | None:
+    """Where a tool call might begin in ``text`` (for streaming), or None.
+
+    A streaming server sends text as it is generated but must hold back anything that
+    may turn out to be a call, so that each call can be sent whole in one chunk.
+    ``"<tool_c"`` at the end of the text still counts: the next token may complete it.
+    """
+    for index, char in enumerate(text):
+        for opener in CALL_OPENERS:
+            if char == opener[0] and opener.startswith(text[index:index + len(opener)]):
+                return index
+    return None
+
+
+def _overlaps(span: tuple[int, int], spans: list[tuple[int, int, Any]]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end, _ in spans)
+
+
+def _calls_in_block(block: str, declared: set[str], style: CallStyle) -> list[ToolCall]:
+    """The calls inside a tag or fence; empty unless the block holds calls and only calls."""
+    values = _json_values(block)
+    leftover = block
+    for start, end, _ in reversed(values):
+        leftover = leftover[:start] + leftover[end:]
+    if not values or leftover.strip():
+        return []
+    calls = [_as_calls(value, declared, style) for *_, value in values]
+    return [call for group in calls for call in group] if all(calls) else []
+
+
+def _json_values(text: str) -> list[tuple[int, int, Any]]:
+    """Every top-level JSON object or list in ``text``, as (start, end, value).
+
+    A value wrapped in doubled braces, ``{{...}}``, is read as the inner object.
+    """
+    decoder = json.JSONDecoder()
+    found, index = [], 0
+    while index < len(text):
+        if text[index] not in "{[":
+            index += 1
+            continue
+        try:
+            value, end = decoder.raw_decode(text, index)
+        except json.JSONDecodeError:
+            value, end = _doubled_braces(text, index, decoder)
+        if end is None:
+            index += 1
+            continue
+        found.append((index, end, value))
+        index = end
+    return found
+
+
+def _doubled_braces(text: str, index: int, decoder: json.JSONDecoder) -> tuple[Any, int | None]:
+    if not text.startswith("{{", index):
+        return None, None
+    try:
+        value, end = decoder.raw_decode(text, index + 1)
+    except json.JSONDecodeError:
+        return None, None
+    return (value, end + 1) if text.startswith("}", end) else (None, None)
+
+
+def _as_calls(value: Any, declared: set[str], style: CallStyle) -> list[ToolCall]:
+    """``value`` as a list of calls of declared tools, or [] if any part is not one."""
+    items = value if isinstance(value, list) else [value]
+    calls = [_as_call(item, declared, style) for item in items]
+    return calls if calls and all(calls) else []  # type: ignore[return-value]
+
+
+def _as_call(item: Any, declared: set[str], style: CallStyle) -> ToolCall | None:
+    if not isinstance(item, dict):
+        return None
+    if isinstance(item.get("function"), dict):  # {"type": "function", "function": {...}}
+        item = item["function"]
+    name = item.get("name")
+    arguments = item.get("arguments", item.get("parameters", {}))
+    if isinstance(arguments, str):  # OpenAI's style: the arguments as a JSON string
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return None
+    if name not in declared or not isinstance(arguments, dict):
+        return None
+    return ToolCall(name=name, arguments=arguments, style=style)
