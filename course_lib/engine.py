@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -63,11 +64,15 @@ class Engine:
                  n_threads: int | None = None, reset_each_request: bool = False) -> None:
         self.name = name
         self.path = Path(path)
-        self.n_threads = n_threads
+        self.n_threads = n_threads or os.cpu_count() or 1  # llama-cpp-python's own default is half the cores
         self.reset_each_request = reset_each_request
         self.load_duration = self._load(n_ctx)
         self.metadata: dict[str, str] = dict(self.llm.metadata)
         self.template: str = self.metadata.get("tokenizer.chat_template", "")
+        # Read once here: render() runs on the server's event loop and must not touch
+        # self.llm while a generation thread uses (or reloads) it.
+        self.bos_token = self._token_text(self.llm.token_bos())
+        self.eos_token = self._token_text(self.llm.token_eos())
         self.context_length = int(self.metadata.get(f"{self.architecture}.context_length", n_ctx))
 
     def _load(self, n_ctx: int) -> int:
@@ -84,8 +89,7 @@ class Engine:
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         """The prompt text for a chat, from the model's own template."""
         return render(self.template, messages, tools, add_generation_prompt=True,
-                      bos_token=self._token_text(self.llm.token_bos()),
-                      eos_token=self._token_text(self.llm.token_eos()))
+                      bos_token=self.bos_token, eos_token=self.eos_token)
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids of ``text``; special markers such as ``<|im_start|>`` become one token each."""

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import string
 import sys
 import time
@@ -89,6 +90,10 @@ def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> JSONResponse:
         return JSONResponse({"error": str(error.detail).lower()}, status_code=error.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
+        return JSONResponse({"error": f"internal error: {type(error).__name__}: {error}"}, status_code=500)
 
     @app.get("/")
     @app.head("/")
@@ -335,7 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     config = uvicorn.Config(create_app(engine, args.max_queue), host=args.host, port=args.port,
                             log_level=os.environ.get("COURSE_SERVER_LOG", "warning"),
                             timeout_graceful_shutdown=2)
-    uvicorn.Server(config).run()  # uvicorn handles SIGINT and SIGTERM: it stops accepting, then exits
+    # uvicorn catches SIGINT/SIGTERM, finishes shutting down, then raises the signal again
+    # for the handler that was there before: ours, which makes that a normal exit.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: sys.exit(0))
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        print("server stopped", file=sys.stderr, flush=True)
     return 0
 
 

@@ -79,8 +79,11 @@ def test_stream_is_the_default_and_is_ndjson(url):
 
 
 def check_now_call(call):
-    assert call["id"].startswith("call_")
-    assert call["function"] == {"index": 0, "name": "now", "arguments": {}}
+    """The name is right; the arguments are an object (this small model often copies the
+    schema into them, which the validation lesson deals with)."""
+    assert re.match(r"^call_[a-z0-9]{8}$", call["id"])
+    assert call["function"]["index"] == 0 and call["function"]["name"] == "now"
+    assert isinstance(call["function"]["arguments"], dict)
 
 
 def test_a_tool_call_without_streaming(url):
