@@ -4,8 +4,10 @@
     python3 course.py lab     # install what is missing, fetch the model, open JupyterLab
     python3 course.py test    # install what is missing, fetch the model, run every test
 
-Also: ``python3 course.py setup`` (only install and fetch) and ``python3 course.py check``
-(say what is there and what is missing). Arguments after ``test`` go to pytest.
+Also: ``python3 course.py grade exercises/01_the_wire.ipynb`` (run your exercise
+notebook's checks), ``python3 course.py setup`` (only install and fetch) and
+``python3 course.py check`` (say what is there and what is missing). Arguments after
+``test`` go to pytest.
 
 Everything is installed into ``.venv`` next to this file, unless you run this script
 from an environment you activated yourself (a venv or conda), which is then used.
@@ -100,6 +102,9 @@ def main(argv: list[str]) -> int:
     elif command == "test":
         setup()
         run(python(), "-m", "pytest", *rest)
+    elif command == "grade":
+        setup()
+        run(python(), "-m", "pytest", "-v", "-p", "no:cacheprovider", *(rest or ["exercises"]))
     elif command == "setup":
         setup()
     elif command == "check":

@@ -41,7 +41,8 @@ class EmbeddedServer:
         log_dir = cache_dir() / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"server-{self.port}.log"
-        command = [sys.executable, "-m", "course_lib.server", "--port", str(self.port), *server_args]
+        command = [sys.executable, "-m", "course_lib.server", "--port", str(self.port),
+                   "--parent-pid", str(os.getpid()), *server_args]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         atexit.register(self.stop)

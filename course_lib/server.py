@@ -31,6 +31,7 @@ import secrets
 import signal
 import string
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -323,6 +324,18 @@ def _number_or_text(value: str) -> Any:
     return value
 
 
+def exit_with_parent(parent_pid: int) -> None:
+    """Stop this server (SIGTERM to itself) once the parent process has gone, e.g. a kernel
+    that was killed without running its exit handlers."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.server", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -332,7 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--reset-cache", action="store_true",
                         help="evaluate every prompt from scratch: exact repeatability, no prefix reuse")
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="exit when this process is gone (connect() passes the notebook kernel's pid)")
     args = parser.parse_args(argv)
+    if args.parent_pid:
+        exit_with_parent(args.parent_pid)
     name, path = resolve_model()
     engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache)
     print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s", file=sys.stderr, flush=True)

@@ -75,3 +75,26 @@ def test_connect_starts_the_embedded_server_once_when_nothing_answers(monkeypatc
         assert runtime.connect(quiet=True).host == first.host, "the running server is reused"
     finally:
         runtime.embedded_server().stop()
+
+
+@pytest.mark.model
+def test_the_embedded_server_exits_when_its_parent_is_killed():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    code = ("from course_lib.runtime import EmbeddedServer; s = EmbeddedServer(); "
+            "print(s.process.pid, flush=True); import time; time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    parent.kill()  # no exit handlers run: only the server's own watch can stop it
+    parent.wait()
+    for _ in range(20):
+        time.sleep(0.5)
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            return
+    os.kill(server_pid, 9)
+    pytest.fail("the server outlived its parent by 10 s")

@@ -1,0 +1,47 @@
+"""The exercise system: the generator, and proof that every check can fail."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.exercises import STUB, build, strip_solutions
+
+ROOT = Path(__file__).parents[1]
+EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
+
+
+def test_strip_solutions_keeps_the_indentation_and_everything_outside():
+    source = "def f(x):\n    ### BEGIN SOLUTION\n    return x * 2\n    ### END SOLUTION\n\nprint(f)"
+    assert strip_solutions(source) == f"def f(x):\n    {STUB}\n\nprint(f)"
+
+
+@pytest.mark.parametrize("source", ["### BEGIN SOLUTION\nx = 1", "x = 1\n### END SOLUTION",
+                                    "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION"])
+def test_unbalanced_markers_are_an_error(source):
+    with pytest.raises(ValueError):
+        strip_solutions(source)
+
+
+def test_exercises_are_in_sync_with_solutions():
+    stale = build(ROOT / "solutions", ROOT / "exercises", check=True)
+    assert not stale, f"run `python -m course_lib.exercises build`: {stale}"
+
+
+def is_check_cell(cell) -> bool:
+    return cell.cell_type == "code" and cell.source.startswith("# CHECK")
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("path", EXERCISES, ids=[p.name for p in EXERCISES])
+def test_every_check_fails_on_the_unsolved_exercises(path):
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    checks = [cell for cell in notebook.cells if is_check_cell(cell)]
+    assert checks, "an exercise notebook needs check cells (code cells starting with '# CHECK')"
+    assert all("### BEGIN SOLUTION" not in cell.source for cell in notebook.cells)
+    NotebookClient(notebook, timeout=600, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
+    passing = [cell.source.splitlines()[0] for cell in checks
+               if not any(output.output_type == "error" for output in cell.outputs)]
+    assert not passing, f"these checks pass without a solution, so they cannot fail: {passing}"
