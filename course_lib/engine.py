@@ -116,8 +116,8 @@ class Engine:
                                 "shorten the conversation or raise options.num_ctx")
         if self.reset_each_request:
             self.llm.reset()
-        if "seed" in settings:
-            self.llm.set_seed(settings["seed"])
+        # No seed means a fresh random one (an earlier request's seed must not linger).
+        self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
         self.llm.last_n_tokens_size = settings["repeat_last_n"]
         stops: list[str] = settings.get("stop") or []
         limit = settings["num_predict"] if settings["num_predict"] >= 0 else self.n_ctx

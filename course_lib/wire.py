@@ -12,30 +12,31 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 
 class Options(BaseModel):
     """Sampling and runtime options (``options`` in a request).
 
-    Strict types: ``"temperature": "0.5"`` is an error, not a silent conversion.
+    Strict types: ``"temperature": "0.5"`` is an error, not a silent conversion
+    (an integer is still a fine float).
     Options that llama.cpp has no use for here are accepted and ignored.
     """
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
-    temperature: StrictFloat | StrictInt | None = None
-    seed: StrictInt | None = None
-    top_k: StrictInt | None = None
-    top_p: StrictFloat | StrictInt | None = None
-    min_p: StrictFloat | StrictInt | None = None
-    num_predict: StrictInt | None = None
-    num_ctx: StrictInt | None = Field(default=None, ge=16)
+    temperature: float | None = None
+    seed: int | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    num_predict: int | None = None
+    num_ctx: int | None = Field(default=None, ge=16)
     stop: list[str] | None = None
-    repeat_penalty: StrictFloat | StrictInt | None = None
-    repeat_last_n: StrictInt | None = None
-    presence_penalty: StrictFloat | StrictInt | None = None
-    frequency_penalty: StrictFloat | StrictInt | None = None
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
 
 
 class FunctionCall(BaseModel):

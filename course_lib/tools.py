@@ -1,0 +1,85 @@
+"""Tools on the agent's side: a declaration for the model, an implementation for us.
+
+A tool has two halves. The *declaration* (name, description, JSON Schema of the
+arguments) is the only part the model ever sees: it is text in the prompt. The
+*implementation* is a Python function the model never sees; the agent runs it when the
+model asks, if the agent agrees to.
+
+``tool_schema(function)`` writes the declaration from the function's type hints and
+Google-style docstring (as the official ``ollama`` client does), through pydantic, so
+the schema and the argument check come from the same source. ``run_tool_calls`` answers
+every call in an assistant message with a ``tool`` message: the result, or an error the
+model can read. A call is never left without an answer.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, ValidationError, create_model
+
+ToolFunction = Callable[..., Any]
+
+
+def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary and the per-argument descriptions of a Google-style docstring."""
+    summary_part, _, args_part = (doc or "").partition("Args:")
+    args_part = re.split(r"\n\s*(Returns|Raises|Yields|Examples?):", args_part)[0]
+    descriptions, current = {}, None
+    for line in args_part.splitlines():
+        match = re.match(r"\s*(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)", line)
+        if match:
+            current = match.group(1)
+            descriptions[current] = match.group(2).strip()
+        elif current and line.strip():
+            descriptions[current] += " " + line.strip()
+    return " ".join(summary_part.split()), descriptions
+
+
+def arguments_model(function: ToolFunction):
+    """A pydantic model of the function's parameters; unknown arguments are rejected."""
+    _, descriptions = parse_docstring(inspect.getdoc(function) or "")
+    fields: dict[str, Any] = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        annotation = parameter.annotation if parameter.annotation is not inspect.Parameter.empty else Any
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[name] = (annotation, Field(default, description=descriptions.get(name)))
+    return create_model(f"{function.__name__}_arguments", __config__={"extra": "forbid"}, **fields)
+
+
+def tool_schema(function: ToolFunction) -> dict[str, Any]:
+    """The declaration the model sees, in Ollama's (and OpenAI's) ``tools`` format."""
+    summary, _ = parse_docstring(inspect.getdoc(function) or "")
+    schema = arguments_model(function).model_json_schema()
+    parameters = {"type": "object", "properties": {
+        name: {key: value for key, value in prop.items() if key != "title"}
+        for name, prop in schema.get("properties", {}).items()}, "required": schema.get("required", [])}
+    return {"type": "function", "function": {"name": function.__name__, "description": summary,
+                                             "parameters": parameters}}
+
+
+def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> str:
+    """Run one call and return what goes back to the model: the result or a readable error."""
+    if name not in tools:
+        return f"error: there is no tool named {name!r}; the tools are: {', '.join(sorted(tools))}"
+    try:
+        checked = arguments_model(tools[name]).model_validate(arguments)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors())
+        return f"error: invalid arguments for {name}: {problems}"
+    try:
+        result = tools[name](**dict(checked))
+    except Exception as error:  # the model reads this and can try something else
+        return f"error: {name} failed: {error}"
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+
+def run_tool_calls(message: dict[str, Any], tools: dict[str, ToolFunction]) -> list[dict[str, Any]]:
+    """One ``tool`` message per call in an assistant ``message``, in order."""
+    return [{"role": "tool", "tool_name": call["function"]["name"],
+             "content": run_tool_call(call["function"]["name"], call["function"].get("arguments") or {}, tools)}
+            for call in message.get("tool_calls") or []]
