@@ -98,7 +98,8 @@ def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
     if command == "lab":
         setup()
-        run(python(), "-m", "jupyter", "lab", "notebooks", *rest)
+        as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
+        run(python(), "-m", "jupyter", "lab", "notebooks", *as_root, *rest)
     elif command == "test":
         setup()
         run(python(), "-m", "pytest", *rest)
