@@ -1,0 +1,209 @@
+"""The agent loop: ask the model, run the tools it asks for, send the results, repeat.
+
+    reply = chat(messages, tools)          # the model answers...
+    while reply has tool_calls:            # ...or asks for tools
+        messages += [reply] + results      # the agent runs them and reports back
+        reply = chat(messages, tools)
+
+Written like that, the loop trusts the model to stop. A small model often does not (it
+calls the same tool again and again), so this loop has **limits**, and when one is hit
+it raises an exception that says which limit and carries the transcript, never a quiet
+return that looks like an answer:
+
+- ``max_turns``: model calls per run;
+- ``max_identical_calls``: the same tool with the same arguments, within one run;
+- ``max_tokens``: prompt plus generated tokens, summed over the turns;
+- ``max_seconds``: wall-clock time of the run.
+
+Every call is answered with a ``tool`` message. ``execute`` decides what that message
+says: by default the tool runs (``tools.run_tool_call``), but an agent may pass its own
+function to refuse, rewrite or mock calls.
+
+Small models often ask for a call they already have the result of. With
+``answer_on_repeat=True`` the loop treats that as "the model has what it needs" and asks
+for the answer in a separate, tool-free turn built from the question and the results
+(``answer_from_results``). The transcript marks that turn, so it is never mistaken for
+the model finishing on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .tools import ToolFunction, run_tool_call, tool_schema
+
+Message = dict[str, Any]
+Executor = Callable[[str, dict[str, Any]], str]
+
+
+class ChatModel(Protocol):
+    """Anything with ``chat(messages, tools=..., options=...) -> Ollama reply``: a ``Client``, or a fake."""
+
+    def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+             options: dict[str, Any] | None = None) -> dict[str, Any]: ...
+
+
+@dataclass
+class Limits:
+    max_turns: int = 6
+    max_identical_calls: int = 2
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+
+
+@dataclass
+class Turn:
+    """One model call and what the agent did with it."""
+
+    reply: Message
+    prompt_tokens: int
+    output_tokens: int
+    seconds: float
+    results: list[Message] = field(default_factory=list)
+    answer_turn: bool = False  # asked by answer_from_results, not chosen by the model
+
+    @property
+    def calls(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(c["function"]["name"], c["function"].get("arguments") or {}) for c in self.reply.get("tool_calls") or []]
+
+
+@dataclass
+class Transcript:
+    """Everything a run did: the messages, and a record per turn."""
+
+    messages: list[Message]
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def answer(self) -> str | None:
+        """The final text, if the model finished with an answer rather than a call."""
+        last = self.turns[-1].reply if self.turns else None
+        return last["content"] if last and not last.get("tool_calls") else None
+
+    @property
+    def tokens(self) -> int:
+        return sum(turn.prompt_tokens + turn.output_tokens for turn in self.turns)
+
+    @property
+    def seconds(self) -> float:
+        return sum(turn.seconds for turn in self.turns)
+
+
+class LoopLimitReached(RuntimeError):
+    """The loop was stopped by a limit; ``transcript`` holds everything up to that point."""
+
+    def __init__(self, message: str, transcript: Transcript) -> None:
+        super().__init__(message)
+        self.transcript = transcript
+
+
+class TurnLimitReached(LoopLimitReached):
+    pass
+
+
+class RepeatedCall(LoopLimitReached):
+    pass
+
+
+class TokenBudgetExceeded(LoopLimitReached):
+    pass
+
+
+class TimeBudgetExceeded(LoopLimitReached):
+    pass
+
+
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    """The same call, whatever the order of its arguments, gives the same key."""
+    return name + json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+
+
+def run_agent(model: ChatModel, messages: list[Message], tools: dict[str, ToolFunction],
+              limits: Limits | None = None, execute: Executor | None = None,
+              options: dict[str, Any] | None = None, answer_on_repeat: bool = False) -> Transcript:
+    """Run the loop until the model answers without calling a tool, or a limit stops it."""
+    limits = limits or Limits()
+    execute = execute or (lambda name, arguments: run_tool_call(name, arguments, tools))
+    declared = [tool_schema(function) for function in tools.values()] or None
+    transcript = Transcript(messages=list(messages))
+    seen: Counter[str] = Counter()
+    started = time.perf_counter()
+    for _ in range(limits.max_turns):
+        turn = _ask(model, transcript.messages, declared, options)
+        transcript.turns.append(turn)
+        transcript.messages.append(turn.reply)
+        _check_budgets(transcript, limits, time.perf_counter() - started)
+        if not turn.calls:
+            return transcript
+        for name, arguments in turn.calls:
+            seen[call_key(name, arguments)] += 1
+            if seen[call_key(name, arguments)] > limits.max_identical_calls:
+                if answer_on_repeat:
+                    return answer_from_results(model, transcript, options)
+                raise RepeatedCall(f"{name}({json.dumps(arguments)}) was requested "
+                                   f"{seen[call_key(name, arguments)]} times", transcript)
+            turn.results.append({"role": "tool", "tool_name": name, "content": execute(name, arguments)})
+        transcript.messages.extend(turn.results)
+    raise TurnLimitReached(f"no answer after {limits.max_turns} turns", transcript)
+
+
+def _ask(model: ChatModel, messages: list[Message], declared: list[dict[str, Any]] | None,
+         options: dict[str, Any] | None) -> Turn:
+    started = time.perf_counter()
+    reply = model.chat(messages, tools=declared, options=options)
+    return Turn(reply["message"], reply.get("prompt_eval_count", 0), reply.get("eval_count", 0),
+                time.perf_counter() - started)
+
+
+ANSWER_INSTRUCTION = "Answer the user's question in one plain sentence, using the tool results given."
+
+
+def answer_prompt(transcript: Transcript) -> list[Message]:
+    """A fresh, tool-free conversation: the user's question and every tool result so far."""
+    question = next(m["content"] for m in transcript.messages if m["role"] == "user")
+    results = [f"{name}({json.dumps(arguments, ensure_ascii=False)}) = {result['content']}"
+               for turn in transcript.turns for (name, arguments), result in zip(turn.calls, turn.results)]
+    return [{"role": "system", "content": ANSWER_INSTRUCTION},
+            {"role": "user", "content": f"Question: {question}\n\nTool results:\n" + "\n".join(results)}]
+
+
+def answer_from_results(model: ChatModel, transcript: Transcript,
+                        options: dict[str, Any] | None = None) -> Transcript:
+    """End a run with an answer written from the results (no tools offered), marked as such."""
+    turn = _ask(model, answer_prompt(transcript), None, options)
+    turn.answer_turn = True
+    transcript.turns.append(turn)
+    transcript.messages.append(turn.reply)
+    return transcript
+
+
+def _check_budgets(transcript: Transcript, limits: Limits, elapsed: float) -> None:
+    if limits.max_tokens is not None and transcript.tokens > limits.max_tokens:
+        raise TokenBudgetExceeded(f"{transcript.tokens} tokens used, budget {limits.max_tokens}", transcript)
+    if limits.max_seconds is not None and elapsed > limits.max_seconds:
+        raise TimeBudgetExceeded(f"{elapsed:.1f} s elapsed, budget {limits.max_seconds} s", transcript)
+
+
+def plot_timeline(transcript: Transcript, title: str = "Agent run"):
+    """A bar per turn: seconds spent, labelled with tokens read/written and what the model did."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.45 * len(transcript.turns)))
+    start = 0.0
+    for index, turn in enumerate(transcript.turns, start=1):
+        did = ", ".join(name for name, _ in turn.calls) or ("answer from results" if turn.answer_turn else "answer")
+        ax.barh(index, turn.seconds, left=start, color="tab:orange" if turn.calls else "tab:green")
+        ax.text(start + turn.seconds, index, f"  {did} ({turn.prompt_tokens} in / {turn.output_tokens} out)",
+                va="center", fontsize=8)
+        start += turn.seconds
+    ax.set(title=title, xlabel="seconds since the run started", ylabel="turn",
+           yticks=range(1, len(transcript.turns) + 1))
+    ax.set_xlim(0, start * 1.8 or 1)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    return fig
