@@ -127,7 +127,7 @@ class Engine:
             tokens, top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"],
             temp=settings["temperature"], repeat_penalty=settings["repeat_penalty"],
             presence_penalty=settings["presence_penalty"], frequency_penalty=settings["frequency_penalty"],
-            grammar=_grammar_for(format),
+            grammar=self.grammar_for(format),
         ):
             first_token_at = first_token_at or time.perf_counter_ns()
             if cancel is not None and cancel.is_set():
@@ -165,17 +165,28 @@ class Engine:
         del self.llm
         return self._load(wanted)
 
+    def grammar_for(self, format: Format) -> LlamaGrammar | None:
+        """A llama.cpp grammar that only allows JSON (``"json"``) or JSON of a given schema.
+
+        The grammar is compiled once here to check it: a schema the converter gets wrong
+        (this llama-cpp-python version mangles some regex ``pattern``s) must become a
+        clear error, not a crash of the whole server when sampling starts.
+        """
+        if format is None:
+            return None
+        if format == "json":
+            return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+        grammar = LlamaGrammar.from_json_schema(json.dumps(format), verbose=False)
+        compiled = llama_cpp.llama_sampler_init_grammar(
+            self.llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        if not compiled:
+            raise ValueError("the format schema could not be turned into a valid llama.cpp grammar "
+                             "(regex patterns are the usual cause); drop the pattern and validate it afterwards")
+        llama_cpp.llama_sampler_free(compiled)
+        return grammar
+
     def _token_text(self, token: int) -> str:
         return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace") if token >= 0 else ""
-
-
-def _grammar_for(format: Format) -> LlamaGrammar | None:
-    """A llama.cpp grammar that only allows JSON (``"json"``) or JSON of a given schema."""
-    if format is None:
-        return None
-    if format == "json":
-        return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
-    return LlamaGrammar.from_json_schema(json.dumps(format), verbose=False)
 
 
 def _first_stop(text: str, stops: list[str]) -> int | None:

@@ -219,3 +219,12 @@ def test_a_client_that_disconnects_mid_stream_stops_the_generation(url):
     waited = time.perf_counter() - started
     assert reply.status_code == 200
     assert waited < 10, f"the next request waited {waited:.1f} s: the abandoned generation kept running"
+
+
+def test_a_schema_the_grammar_compiler_gets_wrong_is_a_400_not_a_crash(url):
+    schema = {"type": "object", "properties": {"sku": {"type": "string", "pattern": r"^SKU-\d{5}$"}},
+              "required": ["sku"]}
+    response = post(url, "/api/chat", {"model": MODEL, "messages": TIME_QUESTION, "format": schema, "stream": False,
+                                       "options": GREEDY})
+    assert response.status_code == 400 and "grammar" in response.json()["error"]
+    assert httpx.get(url).text == "Ollama is running"

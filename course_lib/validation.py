@@ -1,0 +1,104 @@
+"""Arguments from a model are untrusted input: validate them at the boundary.
+
+A tool's arguments are written by a model, which gets them wrong in ordinary ways (a
+missing field, a value outside the enum, a key it made up) and can be steered into
+writing dangerous ones. So each tool gets a pydantic model of its arguments, strict
+enough to reject everything the implementation should never see (``extra="forbid"``,
+patterns, ``Literal`` choices, ranges), and nothing runs until the arguments pass.
+
+A failure is not an exception for the agent: it goes back to the model as a ``tool``
+message that says, field by field, what was wrong, so the model can correct itself.
+The message names fields and rules, never echoes the rejected values (they may hold
+personal data, or an attacker's text).
+
+``ValidatedTool`` bundles the three parts of a tool: the declaration the model sees
+(generated from the same pydantic model), the check, and the implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+Message = dict[str, Any]
+
+
+def describe_errors(error: ValidationError) -> str:
+    """One short line per problem, without the rejected values."""
+    problems = []
+    for problem in error.errors():
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        problems.append(f"{where}: {problem['msg']}")
+    return "; ".join(problems)
+
+
+@dataclass
+class ValidatedTool:
+    """A tool whose arguments must pass ``arguments`` (a pydantic model) before ``function`` runs."""
+
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    function: Callable[[Any], Any]
+    hint: Callable[[dict[str, Any]], str] | None = None  # extra advice appended to an error
+
+    def declaration(self) -> dict[str, Any]:
+        """What the model sees: the JSON Schema of ``arguments``, without pydantic's titles."""
+        schema = self.arguments.model_json_schema()
+        properties = {key: {k: v for k, v in value.items() if k != "title"}
+                      for key, value in schema.get("properties", {}).items()}
+        parameters = {"type": "object", "properties": properties, "required": schema.get("required", []),
+                      "additionalProperties": False}
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": parameters}}
+
+    def check(self, raw: dict[str, Any]) -> BaseModel | str:
+        """The validated arguments, or the error text to send back to the model."""
+        try:
+            return self.arguments.model_validate(raw)
+        except ValidationError as error:
+            advice = f" {self.hint(raw)}" if self.hint else ""
+            return f"error: invalid arguments for {self.name}: {describe_errors(error)}.{advice}"
+
+    def run(self, raw: dict[str, Any]) -> str:
+        """Validate, then run; what comes back is the content of the ``tool`` message."""
+        checked = self.check(raw)
+        if isinstance(checked, str):
+            return checked
+        result = self.function(checked)
+        return result if isinstance(result, str) else str(result)
+
+
+@dataclass
+class Attempt:
+    """One model call in a self-correction run: the arguments it sent and the verdict."""
+
+    arguments: dict[str, Any] | None  # None: the model did not call the tool
+    error: str | None  # None: the arguments passed
+
+
+def attempts_until_valid(model: Any, messages: list[Message], tool: ValidatedTool, max_attempts: int = 3,
+                         options: dict[str, Any] | None = None) -> list[Attempt]:
+    """Ask; while the call is invalid, send the error back and ask again (at most ``max_attempts``).
+
+    Stops early when the arguments pass or when the model stops calling the tool.
+    """
+    messages = list(messages)
+    attempts: list[Attempt] = []
+    for _ in range(max_attempts):
+        message = model.chat(messages, tools=[tool.declaration()], options=options)["message"]
+        calls = [c for c in message.get("tool_calls") or [] if c["function"]["name"] == tool.name]
+        if not calls:
+            attempts.append(Attempt(None, None))
+            break
+        arguments = calls[0]["function"].get("arguments") or {}
+        checked = tool.check(arguments)
+        attempts.append(Attempt(arguments, checked if isinstance(checked, str) else None))
+        if not isinstance(checked, str):
+            break
+        messages += [{"role": "assistant", "content": "", "tool_calls": [calls[0]]},
+                     {"role": "tool", "tool_name": tool.name, "content": checked}]
+    return attempts
