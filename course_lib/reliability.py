@@ -1,0 +1,207 @@
+"""Side effects that happen once: idempotency keys, retries with backoff, timeouts.
+
+A read-only tool (a stock lookup) can be called again whenever something goes wrong.
+A tool with a side effect (a refund, a payment, an e-mail) cannot: a retry after a
+timeout may repeat something that already happened, because the request succeeded and
+only its answer was lost. And models repeat calls on their own (lesson 4).
+
+The defenses, in the order they wrap a call, outermost first:
+
+1. ``with_retries``: retry only what is safe to retry (timeouts, 5xx), never a 4xx (the
+   request itself is wrong), with exponential backoff and jitter, a bounded number of times.
+2. ``Idempotent``: a key per intended operation (a business key such as the order number
+   first, else the tool name plus its canonical arguments); a result is stored only after
+   success, and a second call with the same key returns it without acting again.
+3. The key is also sent to the service, which deduplicates on its side (like Stripe's
+   ``Idempotency-Key``): the only defense against a success whose answer was lost.
+
+``FakePaymentService`` is a local refund API that fails on request, reproducibly (seeded):
+it can time out, answer 5xx, reject with 4xx, or apply the refund and lose the answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+T = TypeVar("T")
+Fault = Literal["ok", "timeout", "server_error", "client_error", "lost_answer"]
+
+
+class ServiceTimeout(TimeoutError):
+    """No answer in time. The operation may or may not have happened."""
+
+
+class ServerError(RuntimeError):
+    """A 5xx answer: the service failed; trying again later may work."""
+
+
+class ClientError(ValueError):
+    """A 4xx answer: the request is wrong; trying again cannot help."""
+
+
+@dataclass(frozen=True)
+class ToolKind:
+    """What kind of tool this is decides which defenses it needs (the seed article's table)."""
+
+    name: str
+    side_effect: bool
+
+    @property
+    def safe_to_retry(self) -> str:
+        return "only with an idempotency key" if self.side_effect else "yes, any number of times"
+
+    @property
+    def needs_idempotency_key(self) -> bool:
+        return self.side_effect
+
+    @property
+    def parallel_calls(self) -> str:
+        return "serialise them" if self.side_effect else "safe"
+
+
+def idempotency_key(tool: str, arguments: dict[str, Any], business_key: str | None = None) -> str:
+    """A business key wins (it tells two intended operations apart); else the tool name
+    plus the arguments in canonical form (sorted keys), so the same call gives the same key."""
+    material = business_key if business_key is not None else json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(f"{tool}:{material}".encode()).hexdigest()[:32]
+
+
+@dataclass
+class Idempotent:
+    """Run an operation at most once per key; remember its result only after it succeeded."""
+
+    results: dict[str, Any] = field(default_factory=dict)
+    skipped: int = 0  # calls answered from the store instead of acting again
+
+    def run(self, key: str, operation: Callable[[], T]) -> T:
+        if key in self.results:
+            self.skipped += 1
+            return self.results[key]
+        result = operation()  # an exception leaves no record: the next try really tries
+        self.results[key] = result
+        return result
+
+
+def backoff_delays(attempts: int, base: float = 0.5, cap: float = 8.0, jitter: float = 0.3,
+                   rng: random.Random | None = None) -> list[float]:
+    """Waits before retries 2..attempts: base, 2·base, 4·base, ... (capped) plus random jitter,
+    so that many clients that failed together do not all retry at the same instant."""
+    rng = rng or random.Random()
+    return [min(cap, base * 2 ** n) + rng.uniform(0, jitter) for n in range(attempts - 1)]
+
+
+def with_retries(operation: Callable[[], T], attempts: int = 4, base: float = 0.5,
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> T:
+    """Call ``operation``; on a timeout or 5xx wait and try again, up to ``attempts`` in all.
+    A 4xx (``ClientError``) is raised at once: the same wrong request will fail again."""
+    delays = backoff_delays(attempts, base, rng=rng)
+    for attempt in range(attempts):
+        try:
+            return operation()
+        except (ServiceTimeout, ServerError):
+            if attempt == attempts - 1:
+                raise
+            sleep(delays[attempt])
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class FakePaymentService:
+    """A refund API on this machine that fails on purpose, reproducibly.
+
+    ``faults`` is the schedule: the n-th request gets the n-th fault (then "ok" forever).
+    Or give ``fault_rates`` and a ``seed`` to draw faults at random, the same way every run.
+    With ``honour_keys=True`` a request that repeats an applied ``idempotency_key`` returns
+    the stored answer instead of refunding again.
+    """
+
+    faults: list[Fault] = field(default_factory=list)
+    fault_rates: dict[Fault, float] = field(default_factory=dict)
+    seed: int = 0
+    honour_keys: bool = True
+    refunds: list[dict[str, Any]] = field(default_factory=list)  # what really happened
+    requests: int = 0
+    _answers_by_key: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def _next_fault(self) -> Fault:
+        if self.requests <= len(self.faults):
+            return self.faults[self.requests - 1]
+        roll, total = self._rng.random(), 0.0
+        for fault, rate in self.fault_rates.items():
+            total += rate
+            if roll < total:
+                return fault
+        return "ok"
+
+    def refund(self, order_id: str, amount_jpy: int, idempotency_key: str | None = None) -> dict[str, Any]:
+        self.requests += 1
+        fault = self._next_fault()
+        if fault == "client_error" or amount_jpy <= 0:
+            raise ClientError("400: invalid refund request")
+        if fault == "timeout":
+            raise ServiceTimeout("no answer within the timeout")
+        if fault == "server_error":
+            raise ServerError("503: service unavailable")
+        if self.honour_keys and idempotency_key in self._answers_by_key:
+            return self._answers_by_key[idempotency_key]
+        answer = {"refund_id": f"re_{len(self.refunds) + 1:04d}", "order_id": order_id, "amount_jpy": amount_jpy}
+        self.refunds.append(answer)
+        if idempotency_key is not None:
+            self._answers_by_key[idempotency_key] = answer
+        if fault == "lost_answer":
+            raise ServiceTimeout("no answer within the timeout")  # ...but the refund happened
+        return answer
+
+    def duplicates(self) -> int:
+        """Refunds beyond the first for the same order: money paid out twice."""
+        orders = [refund["order_id"] for refund in self.refunds]
+        return len(orders) - len(set(orders))
+
+
+Protection = Literal["none", "retries", "retries + store", "retries + store + key"]
+PROTECTIONS: tuple[Protection, ...] = ("none", "retries", "retries + store", "retries + store + key")
+
+
+def simulate_refunds(orders: list[tuple[str, int]], asks_per_order: list[int], protection: Protection,
+                     fault_rates: dict[Fault, float], seed: int = 0) -> dict[str, int]:
+    """Run a refund workload through a faulty service with one level of protection.
+
+    Each order is asked for ``asks_per_order[i]`` times (a model that repeats a call asks
+    twice). The service draws its faults from ``seed``, so every protection level meets the
+    same fault at the same request number. Returns what happened, counted.
+    """
+    service = FakePaymentService(fault_rates=fault_rates, seed=seed)
+    store = Idempotent()
+    retry_rng = random.Random(seed)
+    failed_calls = 0
+    for (order_id, amount), asks in zip(orders, asks_per_order):
+        key = idempotency_key("issue_refund", {"order_id": order_id, "amount_jpy": amount}, business_key=order_id)
+        sent_key = key if protection == "retries + store + key" else None
+
+        def once(order_id: str = order_id, amount: int = amount, sent_key: str | None = sent_key) -> dict[str, Any]:
+            return service.refund(order_id, amount, idempotency_key=sent_key)
+
+        for _ in range(asks):
+            operation: Callable[[], dict[str, Any]] = once
+            if "store" in protection:
+                operation = lambda once=once, key=key: store.run(key, once)  # noqa: E731
+            try:
+                if protection == "none":
+                    operation()
+                else:
+                    with_retries(operation, sleep=lambda seconds: None, rng=retry_rng)
+            except (ServiceTimeout, ServerError, ClientError):
+                failed_calls += 1
+    refunded = {refund["order_id"] for refund in service.refunds}
+    return {"service requests": service.requests, "refunds paid": len(service.refunds),
+            "duplicate refunds": service.duplicates(), "orders not refunded": len(orders) - len(refunded),
+            "calls that failed": failed_calls}
