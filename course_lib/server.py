@@ -50,7 +50,8 @@ from .engine import Engine, GenerationStats, PromptTooLong
 from .models import REGISTRY, resolve_model
 from .scheduler import QueueFull, Scheduler
 from .tool_parser import parse_tool_calls, possible_call_start
-from .wire import ChatRequest, GenerateRequest, ShowRequest, describe_validation_error
+from .validation import describe_errors
+from .wire import ChatRequest, GenerateRequest, ShowRequest
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -161,7 +162,7 @@ async def read_body(request: Request, model: type[Body]) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as error:
-        raise ApiError(400, describe_validation_error(error)) from None
+        raise ApiError(400, describe_errors(error, whole="body")) from None
 
 
 def check_model(engine: Engine, name: str) -> None:

@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, create_model
 
+from .validation import describe_errors
+
 ToolFunction = Callable[..., Any]
 
 
@@ -69,8 +71,7 @@ def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFun
     try:
         checked = arguments_model(tools[name]).model_validate(arguments)
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in error.errors())
-        return f"error: invalid arguments for {name}: {problems}"
+        return f"error: invalid arguments for {name}: {describe_errors(error)}"
     try:
         result = tools[name](**dict(checked))
     except Exception as error:  # the model reads this and can try something else

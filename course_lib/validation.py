@@ -26,13 +26,11 @@ from pydantic import BaseModel, ValidationError
 Message = dict[str, Any]
 
 
-def describe_errors(error: ValidationError) -> str:
-    """One short line per problem, without the rejected values."""
-    problems = []
-    for problem in error.errors():
-        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
-        problems.append(f"{where}: {problem['msg']}")
-    return "; ".join(problems)
+def describe_errors(error: ValidationError, whole: str = "arguments") -> str:
+    """One short part per problem, ``field: rule``, joined by "; ", without the rejected values.
+    ``whole`` names a problem with the object as a whole (no field)."""
+    return "; ".join(f"{'.'.join(str(part) for part in problem['loc']) or whole}: {problem['msg']}"
+                     for problem in error.errors())
 
 
 @dataclass

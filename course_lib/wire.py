@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 
 class Options(BaseModel):
@@ -119,12 +119,3 @@ class ShowRequest(BaseModel):
     model: str = ""
     name: str = ""  # older clients send "name"
     verbose: bool | None = None
-
-
-def describe_validation_error(error: ValidationError) -> str:
-    """One readable line per problem, e.g. ``options.temperature: Input should be a valid number``."""
-    lines = []
-    for problem in error.errors():
-        where = ".".join(str(part) for part in problem["loc"]) or "body"
-        lines.append(f"{where}: {problem['msg']}")
-    return "; ".join(lines)
