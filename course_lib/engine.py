@@ -66,6 +66,7 @@ class Engine:
         self.path = Path(path)
         self.n_threads = n_threads or self.default_threads()
         self.reset_each_request = reset_each_request
+        self.default_n_ctx = n_ctx  # what a request without options.num_ctx gets
         self.load_duration = self._load(n_ctx)
         self.metadata: dict[str, str] = dict(self.llm.metadata)
         self.template: str = self.metadata.get("tokenizer.chat_template", "")
@@ -159,7 +160,7 @@ class Engine:
 
     def _fit_context(self, num_ctx: int | None) -> int:
         """Reload with a new context size when a request asks for one (Ollama does the same)."""
-        wanted = min(num_ctx or DEFAULT_NUM_CTX, self.context_length)
+        wanted = min(num_ctx or self.default_n_ctx, self.context_length)
         if wanted == self.n_ctx:
             return 0
         del self.llm
