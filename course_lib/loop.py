@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .tools import ToolFunction, run_tool_call, tool_schema
+from .tools import ToolFunction, canonical_arguments, run_tool_call, tool_schema
 
 Message = dict[str, Any]
 Executor = Callable[[str, dict[str, Any]], str]
@@ -120,7 +120,7 @@ class TimeBudgetExceeded(LoopLimitReached):
 
 def call_key(name: str, arguments: dict[str, Any]) -> str:
     """The same call, whatever the order of its arguments, gives the same key."""
-    return name + json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    return name + canonical_arguments(arguments)
 
 
 def run_agent(model: ChatModel, messages: list[Message], tools: dict[str, ToolFunction],

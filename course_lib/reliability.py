@@ -22,12 +22,13 @@ it can time out, answer 5xx, reject with 4xx, or apply the refund and lose the a
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+from .tools import canonical_arguments
 
 T = TypeVar("T")
 Fault = Literal["ok", "timeout", "server_error", "client_error", "lost_answer"]
@@ -68,7 +69,7 @@ class ToolKind:
 def idempotency_key(tool: str, arguments: dict[str, Any], business_key: str | None = None) -> str:
     """A business key wins (it tells two intended operations apart); else the tool name
     plus the arguments in canonical form (sorted keys), so the same call gives the same key."""
-    material = business_key if business_key is not None else json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+    material = business_key if business_key is not None else canonical_arguments(arguments)
     return hashlib.sha256(f"{tool}:{material}".encode()).hexdigest()[:32]
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, create_model
 
-from .validation import describe_errors
+from .validation import describe_errors, parameters_schema
 
 ToolFunction = Callable[..., Any]
 
@@ -56,12 +56,14 @@ def arguments_model(function: ToolFunction):
 def tool_schema(function: ToolFunction) -> dict[str, Any]:
     """The declaration the model sees, in Ollama's (and OpenAI's) ``tools`` format."""
     summary, _ = parse_docstring(inspect.getdoc(function) or "")
-    schema = arguments_model(function).model_json_schema()
-    parameters = {"type": "object", "properties": {
-        name: {key: value for key, value in prop.items() if key != "title"}
-        for name, prop in schema.get("properties", {}).items()}, "required": schema.get("required", [])}
     return {"type": "function", "function": {"name": function.__name__, "description": summary,
-                                             "parameters": parameters}}
+                                             "parameters": parameters_schema(arguments_model(function))}}
+
+
+def canonical_arguments(arguments: dict[str, Any]) -> str:
+    """The arguments as JSON with sorted keys: the same call gives the same text, whatever
+    the key order. Repeat detection, idempotency keys and trace hashes are all built on it."""
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
 def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> str:

@@ -24,14 +24,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .tools import canonical_arguments
+
 log = logging.getLogger("course_lib.tool_call")
 Executor = Callable[[str, dict[str, Any]], str]
 
 
 def argument_hash(arguments: dict[str, Any]) -> str:
     """A short fingerprint of the canonical arguments: equal calls, equal hashes; no values."""
-    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_arguments(arguments).encode()).hexdigest()[:16]
 
 
 def error_type(result: str) -> str | None:

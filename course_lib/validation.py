@@ -26,6 +26,14 @@ from pydantic import BaseModel, ValidationError
 Message = dict[str, Any]
 
 
+def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A pydantic model as the ``parameters`` of a tool declaration (without pydantic's titles)."""
+    schema = model.model_json_schema()
+    properties = {name: {key: value for key, value in prop.items() if key != "title"}
+                  for name, prop in schema.get("properties", {}).items()}
+    return {"type": "object", "properties": properties, "required": schema.get("required", [])}
+
+
 def describe_errors(error: ValidationError, whole: str = "arguments") -> str:
     """One short part per problem, ``field: rule``, joined by "; ", without the rejected values.
     ``whole`` names a problem with the object as a whole (no field)."""
@@ -45,11 +53,7 @@ class ValidatedTool:
 
     def declaration(self) -> dict[str, Any]:
         """What the model sees: the JSON Schema of ``arguments``, without pydantic's titles."""
-        schema = self.arguments.model_json_schema()
-        properties = {key: {k: v for k, v in value.items() if k != "title"}
-                      for key, value in schema.get("properties", {}).items()}
-        parameters = {"type": "object", "properties": properties, "required": schema.get("required", []),
-                      "additionalProperties": False}
+        parameters = {**parameters_schema(self.arguments), "additionalProperties": False}
         return {"type": "function", "function": {"name": self.name, "description": self.description,
                                                  "parameters": parameters}}
 
