@@ -26,6 +26,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from course_lib.chat_template import render
+from course_lib.tool_parser import parse_tool_calls
+
 Prompt = dict[str, Any]
 
 
@@ -91,9 +94,12 @@ class Experiment:
     model: str
     records: list[Record] = field(default_factory=list)
 
-    def rates(self) -> dict[str, Rate]:
+    def rates(self, keep: Callable[[Record], bool] | None = None) -> dict[str, Rate]:
+        """Successes and n per condition, over the records ``keep`` accepts (all by default)."""
         rates: dict[str, Rate] = {}
         for record in self.records:
+            if keep is not None and not keep(record):
+                continue
             rate = rates.setdefault(record.condition, Rate(0, 0))
             rate.successes += record.success
             rate.n += 1
@@ -119,15 +125,59 @@ def run_condition(experiment: Experiment, condition: str, prompts: list[Prompt],
     return new
 
 
-def save(experiment: Experiment, folder: Path, server: str, keep_records: bool = True) -> Path:
-    """Write ``<folder>/<name>.json``: model, server, date, counts per condition, and the records."""
+def raw_tool_request(template: str, tools: list[dict], temperature: float = 0.7,
+                     num_predict: int = 80) -> Callable[[Prompt, int], dict]:
+    """A ``build`` for :func:`run_condition`: the prompt rendered with ``tools``, seeded by the trial.
+
+    The request is sent raw (lesson 2), so the record keeps the model's exact text.
+    """
+    def build(prompt: Prompt, trial: int) -> dict:
+        return {"prompt": render(template, [{"role": "user", "content": prompt["text"]}], tools=tools),
+                "tool_names": [tool["function"]["name"] for tool in tools],
+                "options": {"temperature": temperature, "seed": trial, "num_predict": num_predict}}
+    return build
+
+
+def raw_sender(client: Any) -> Callable[[dict], dict]:
+    """A ``send`` for :func:`run_condition`: posts a raw prompt, parses the calls out of the text."""
+    def send(request: dict) -> dict:
+        raw = client.generate(request["prompt"], raw=True, options=request["options"])
+        reply = parse_tool_calls(raw["response"], request["tool_names"])
+        return {"text": raw["response"],
+                "calls": [{"name": c.name, "arguments": c.arguments, "style": c.style} for c in reply.tool_calls],
+                "prompt_eval_count": raw["prompt_eval_count"], "seconds": raw["total_duration"] / 1e9}
+    return send
+
+
+def right_call(prompt: Prompt, response: dict) -> bool:
+    """The score for a labelled prompt: the right first call with the expected values, or no call.
+
+    ``call`` prompts need their ``tool`` called first, with every listed argument equal to the
+    expected value (case-insensitive; ``None`` accepts any value). Other prompts need no call.
+    """
+    if prompt["kind"] != "call":
+        return not response["calls"]
+    if not response["calls"]:
+        return False
+    call = response["calls"][0]
+    return call["name"] == prompt["tool"] and all(
+        expected is None or str(call["arguments"].get(name, "")).lower() == str(expected).lower()
+        for name, expected in prompt["arguments"].items())
+
+
+def save(experiment: Experiment, folder: Path, server: str) -> Path:
+    """Write ``<folder>/<name>.json``: model, server, date, counts per condition, and every record."""
+    return save_rates(experiment.name, experiment.model, experiment.rates(), folder, server,
+                      records=[asdict(record) for record in experiment.records])
+
+
+def save_rates(name: str, model: str, rates: dict[str, Rate], folder: Path, server: str, **details: Any) -> Path:
+    """Write ``<folder>/<name>.json`` for rates computed some other way; ``details`` are saved as they are."""
     folder.mkdir(parents=True, exist_ok=True)
-    rates = experiment.rates()
-    data = {"experiment": experiment.name, "model": experiment.model, "server": server,
+    data = {"experiment": name, "model": model, "server": server,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick_mode": quick_mode(),
-            "conditions": {c: {"successes": r.successes, "n": r.n} for c, r in rates.items()},
-            "records": [asdict(record) for record in experiment.records] if keep_records else []}
-    path = folder / f"{experiment.name}.json"
+            "conditions": {c: {"successes": r.successes, "n": r.n} for c, r in rates.items()}, **details}
+    path = folder / f"{name}.json"
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     return path
 

@@ -35,7 +35,8 @@ class ServerStartError(RuntimeError):
 class EmbeddedServer:
     """A ``python -m course_lib.server`` child process on a free local port."""
 
-    def __init__(self, *server_args: str, start_timeout: float = 300.0) -> None:
+    def __init__(self, *server_args: str, model: str | None = None, start_timeout: float = 300.0) -> None:
+        """Start the server; ``model`` names a registry model (default: ``COURSE_MODEL`` or the 0.5B)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         log_dir = cache_dir() / "logs"
@@ -44,7 +45,8 @@ class EmbeddedServer:
         command = [sys.executable, "-m", "course_lib.server", "--port", str(self.port),
                    "--parent-pid", str(os.getpid()), *server_args]
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            env = {**os.environ, "COURSE_MODEL": model} if model else None
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         atexit.register(self.stop)
         self._wait_until_ready(start_timeout)
 

@@ -7,6 +7,7 @@ import pytest
 from course_lib.runtime import EmbeddedServer
 
 os.environ.setdefault("COURSE_EMBEDDED", "1")  # never depend on another server on this machine
+os.environ.setdefault("COURSE_QUICK", "1")  # experiments run small; COURSE_QUICK=0 runs them in full
 
 
 @pytest.fixture(scope="session")

@@ -53,3 +53,54 @@ def test_the_labelled_prompt_set_is_well_formed():
     assert {p["kind"] for p in prompts} == {"call", "no_call", "near_miss"}
     assert all(p["tool"] in data["tools"] for p in prompts if p["kind"] == "call")
     assert all(p["tool"] is None for p in prompts if p["kind"] != "call")
+
+
+CALL = {"id": "c", "kind": "call", "tool": "get_weather", "arguments": {"city": "Tokyo"}}
+ANY_EXPRESSION = {"id": "e", "kind": "call", "tool": "calc", "arguments": {"expression": None}}
+NEAR_MISS = {"id": "n", "kind": "near_miss", "tool": None, "arguments": {}}
+
+
+def called(name, **arguments):
+    return {"calls": [{"name": name, "arguments": arguments, "style": "bare"}]}
+
+
+@pytest.mark.parametrize("prompt, response, expected", [
+    (CALL, called("get_weather", city="tokyo"), True),          # values compare case-insensitively
+    (CALL, called("get_weather", city="Osaka"), False),         # the wrong value
+    (CALL, called("get_weather"), False),                       # a missing argument
+    (CALL, called("now"), False),                               # the wrong tool
+    (CALL, {"calls": []}, False),                               # no call
+    (ANY_EXPRESSION, called("calc", expression="17*23"), True),  # None: any value
+    (NEAR_MISS, {"calls": []}, True),
+    (NEAR_MISS, called("get_weather", city="Tokyo"), False),    # a call nobody needed
+])
+def test_right_call_scores_labelled_prompts(prompt, response, expected):
+    from course_lib.experiments import right_call
+    assert right_call(prompt, response) is expected
+
+
+def test_raw_requests_render_the_template_and_sends_parse_the_text():
+    from course_lib.experiments import raw_sender, raw_tool_request
+
+    class RawModel:
+        def generate(self, prompt, raw, options):
+            self.seen = (prompt, raw, options)
+            return {"response": '{"name": "now", "arguments": {}}', "prompt_eval_count": 12,
+                    "total_duration": 2_000_000_000}
+
+    template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}[{{ tools | length }} tools]"
+    tool = {"type": "function", "function": {"name": "now", "description": "Time.", "parameters": {}}}
+    request = raw_tool_request(template, [tool], temperature=0.3)({"text": "Time?"}, 4)
+    assert request["prompt"] == "<user>Time?[1 tools]"
+    assert request["options"] == {"temperature": 0.3, "seed": 4, "num_predict": 80}
+    model = RawModel()
+    response = raw_sender(model)(request)
+    assert model.seen[1] is True
+    assert response["calls"] == [{"name": "now", "arguments": {}, "style": "bare"}]
+    assert (response["prompt_eval_count"], response["seconds"]) == (12, 2.0)
+
+
+def test_rates_can_be_taken_over_a_subset_of_records():
+    from course_lib.experiments import Record
+    experiment = Experiment("toy", "scripted", [Record("a", "p1", 0, {}, {}, True), Record("a", "p2", 0, {}, {}, False)])
+    assert experiment.rates(lambda record: record.prompt_id == "p1") == {"a": Rate(1, 1)}
