@@ -33,13 +33,17 @@ class ScriptedModel:
     def __init__(self, replies: list[Message], prompt_tokens_per_message: int = 10, output_tokens: int = 5) -> None:
         self.replies = list(replies)
         self.requests: list[list[Message]] = []
+        self.declared: list[list[str]] = []  # the tool names offered with each request
+        self.fields: list[dict[str, Any]] = []  # other request fields, such as ``format``
         self.prompt_tokens_per_message = prompt_tokens_per_message
         self.output_tokens = output_tokens
 
     def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-             options: dict[str, Any] | None = None) -> dict[str, Any]:
+             options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
         if not self.replies:
             raise AssertionError("the script has no more replies: the loop asked the model once too often")
         self.requests.append(copy.deepcopy(messages))
+        self.declared.append([tool["function"]["name"] for tool in tools or []])
+        self.fields.append(fields)
         return {"message": self.replies.pop(0), "done": True, "done_reason": "stop",
                 "prompt_eval_count": self.prompt_tokens_per_message * len(messages), "eval_count": self.output_tokens}

@@ -45,7 +45,7 @@ class ChatModel(Protocol):
     """Anything with ``chat(messages, tools=..., options=...) -> Ollama reply``: a ``Client``, or a fake."""
 
     def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-             options: dict[str, Any] | None = None) -> dict[str, Any]: ...
+             options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]: ...
 
 
 @dataclass

@@ -1,0 +1,27 @@
+"""Lesson 9: prompt injection through tool results, defenses, and the defense table.
+
+- ``workspace``: an in-memory inbox, web pages, contacts, e-mail and payments, with tools;
+- ``scenarios``: user tasks, attacker goals and attack templates, loaded from JSON;
+- ``defenses``: guards at the four positions (input, tool call, tool result, output);
+- ``bench``: runs every case under every defense and builds the table.
+"""
+
+from .bench import Outcome, Row, plot_table, run_case, run_table, save_table, summarise, table_text
+from .defenses import (Allowlist, ApprovalGate, ArgumentPolicy, Defense, InjectionDetector, LinkFilter, Quarantine,
+                       RepeatPrompt, RunContext, Spotlighting, ToolFilter, reviewer_who_knows_the_request)
+from .scenarios import Case, Scenarios, holds, load_scenarios
+from .workspace import Workspace, build_workspace
+
+
+def standard_defenses() -> dict[str, list[Defense]]:
+    """The rows of the defense table, each a stack of guards."""
+    return {"no defense": [], "tool allowlist": [Allowlist()], "argument policy": [ArgumentPolicy()],
+            "spotlighting": [Spotlighting()], "repeat user prompt": [RepeatPrompt()], "tool filter": [ToolFilter()],
+            "approval gate": [ApprovalGate()], "quarantined reader": [Quarantine()],
+            "allowlist + policy + spotlight": [Allowlist(), ArgumentPolicy(), Spotlighting()]}
+
+
+__all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "InjectionDetector", "LinkFilter",
+           "Outcome", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting", "ToolFilter",
+           "Workspace", "build_workspace", "holds", "load_scenarios", "plot_table", "reviewer_who_knows_the_request",
+           "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_text"]
