@@ -235,3 +235,19 @@ def test_recipients_are_read_whole_from_the_request():
     from course_lib.security.defenses import recipients_named_in
     assert recipients_named_in("Pay DE89 3704 0044 0532 0130 00 and tell ken@example.com.") == {
         "de89370400440532013000", "ken@example.com"}
+
+
+def test_the_approval_panel_runs_a_parked_call_only_when_approved():
+    from course_lib.security.approval import approval_panel
+    gate = ApprovalGate(reviewer=lambda run, name, arguments: None)
+    workspace = SCENARIOS.workspace_for(Case(task("dinner-to-ken")))
+    gate.check_call(context(), "send_email", {"to": "ken@example.com", "subject": "Dinner", "body": "Friday"})
+    gate.check_call(context(), "send_email", {"to": ATTACKER, "subject": "<script>x</script>", "body": IGNORE})
+    panel = approval_panel(gate, workspace.tools(), "Tell Ken when the dinner is.")
+    (_, good, bad) = panel.children
+    assert "<script>" not in bad.children[0].value, "an attacker's text is shown, never rendered"
+    good.children[1].click()
+    bad.children[2].click()
+    assert [mail["to"] for mail in workspace.sent] == ["ken@example.com"] and gate.pending == []
+    assert good.children[3].value.startswith("approved") and bad.children[3].value.startswith("denied")
+    assert good.children[1].disabled and bad.children[1].disabled

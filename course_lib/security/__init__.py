@@ -6,7 +6,8 @@
 - ``bench``: runs every case under every defense and builds the table.
 """
 
-from .bench import Outcome, Row, plot_table, run_case, run_table, save_table, summarise, table_text
+from .bench import (Outcome, Row, plot_table, run_case, run_table, save_table, summarise, table_cases,
+                    table_text)
 from .defenses import (Allowlist, ApprovalGate, ArgumentPolicy, Defense, InjectionDetector, LinkFilter, Quarantine,
                        RepeatPrompt, RunContext, Spotlighting, ToolFilter, reviewer_who_knows_the_request)
 from .scenarios import Case, Scenarios, holds, load_scenarios
@@ -24,4 +25,4 @@ def standard_defenses() -> dict[str, list[Defense]]:
 __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "InjectionDetector", "LinkFilter",
            "Outcome", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting", "ToolFilter",
            "Workspace", "build_workspace", "holds", "load_scenarios", "plot_table", "reviewer_who_knows_the_request",
-           "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_text"]
+           "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_text"]

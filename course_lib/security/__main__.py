@@ -13,11 +13,11 @@ from pathlib import Path
 
 from ..experiments import quick_mode
 from ..runtime import connect
-from . import load_scenarios, run_table, save_table, standard_defenses, summarise, table_text
+from . import load_scenarios, run_table, save_table, standard_defenses, summarise, table_cases, table_text
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.security", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m course_lib.security", description="Lesson 9: the defense table against prompt injection.")
     commands = parser.add_subparsers(dest="command", required=True)
     table = commands.add_parser("table", help="run the defense table")
     table.add_argument("--scenarios", type=Path, default=Path("data/security_scenarios.json"))
@@ -27,17 +27,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         os.environ["COURSE_QUICK"] = "1"
     scenarios = load_scenarios(args.scenarios)
-    benign, attacked = quick_cases(scenarios) if quick_mode() else (scenarios.benign_cases(), scenarios.attacked_cases())
+    benign, attacked = table_cases(scenarios)
     client = connect()
     outcomes = run_table(client, scenarios, standard_defenses(), benign, attacked)
     print(table_text(summarise(outcomes)))
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
     print("saved", save_table(outcomes, client.model, client.host, out))
-
-
-def quick_cases(scenarios):
-    """A smoke test: the first benign case and the first attacked case."""
-    return scenarios.benign_cases()[:1], scenarios.attacked_cases()[:1]
 
 
 if __name__ == "__main__":

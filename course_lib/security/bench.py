@@ -22,7 +22,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ..experiments import Rate, save_rates
+from ..experiments import Rate, quick_mode, save_rates
 from ..loop import ChatModel, Limits, LoopLimitReached, Transcript, run_agent
 from ..tools import run_tool_call
 from .defenses import Defense, RunContext
@@ -102,6 +102,12 @@ def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict) -> A
             result = defense.filter_result(run, name, result)
         return result
     return execute
+
+
+def table_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
+    """The benign and attacked cases of the table: all of them, or one of each in quick mode."""
+    benign, attacked = scenarios.benign_cases(), scenarios.attacked_cases()
+    return (benign[:1], attacked[:1]) if quick_mode() else (benign, attacked)
 
 
 def run_table(model: ChatModel, scenarios: Scenarios, defenses: dict[str, list[Defense]],
