@@ -104,3 +104,21 @@ def test_rates_can_be_taken_over_a_subset_of_records():
     from course_lib.experiments import Record
     experiment = Experiment("toy", "scripted", [Record("a", "p1", 0, {}, {}, True), Record("a", "p2", 0, {}, {}, False)])
     assert experiment.rates(lambda record: record.prompt_id == "p1") == {"a": Rate(1, 1)}
+
+
+def test_refresh_drops_progress_bars_but_keeps_other_widgets():
+    import nbformat
+    from course_lib.refresh import WIDGET, without_progress_bars
+
+    def widget(text):
+        return nbformat.v4.new_output("display_data", data={WIDGET: {"model_id": "m"}, "text/plain": text})
+
+    notebook = nbformat.v4.new_notebook(metadata={"widgets": {"state": {}}})
+    notebook.cells = [nbformat.v4.new_code_cell("run()", outputs=[
+        widget("vague (trial 1/2):   0%|          | 0/45 [00:00<?, ?it/s]"),
+        nbformat.v4.new_output("stream", name="stdout", text="done\n")])]
+    cleaned = without_progress_bars(notebook)
+    assert [o.output_type for o in cleaned.cells[0].outputs] == ["stream"] and "widgets" not in cleaned.metadata
+    notebook.cells[0].outputs.append(widget("VBox(children=(HTML(value='<b>The user asked:</b>'),))"))
+    notebook.metadata["widgets"] = {"state": {}}
+    assert "widgets" in without_progress_bars(notebook).metadata

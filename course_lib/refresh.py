@@ -1,0 +1,55 @@
+"""Re-execute a notebook top to bottom, in full mode, and keep its outputs (for maintainers).
+
+    python -m course_lib.refresh notebooks/08_experiments.ipynb [more notebooks]
+
+This is how the committed notebooks are produced: a fresh kernel in the notebook's own
+folder, ``COURSE_QUICK=0`` (full experiments), no time limit per cell. Progress bars are
+transient, so their outputs (and the widget state they leave, about a megabyte for a
+long experiment) are dropped; any other widget, such as lesson 9's approval panel, stays.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+PROGRESS_BAR = re.compile(r"\d+%\|.*\|")
+
+
+def without_progress_bars(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop tqdm widget outputs; drop the saved widget state too if no other widget is left."""
+    widgets_left = False
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.outputs:
+            data = output.get("data", {})
+            if WIDGET in data and PROGRESS_BAR.search(data.get("text/plain", "")):
+                continue
+            widgets_left |= WIDGET in data
+            kept.append(output)
+        cell.outputs = kept
+    if not widgets_left:
+        notebook.metadata.pop("widgets", None)
+    return notebook
+
+
+def refresh(path: Path) -> None:
+    notebook = nbformat.read(path, as_version=4)
+    os.environ["COURSE_QUICK"] = "0"
+    NotebookClient(notebook, timeout=None, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbformat.write(without_progress_bars(notebook), path)
+    print("refreshed", path)
+
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or sys.exit(__doc__):
+        refresh(Path(name))
