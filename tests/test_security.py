@@ -251,3 +251,12 @@ def test_the_approval_panel_runs_a_parked_call_only_when_approved():
     assert [mail["to"] for mail in workspace.sent] == ["ken@example.com"] and gate.pending == []
     assert good.children[3].value.startswith("approved") and bad.children[3].value.startswith("denied")
     assert good.children[1].disabled and bad.children[1].disabled
+
+
+def test_quick_mode_runs_one_attacked_case_and_the_table_says_what_was_not_measured(monkeypatch):
+    from course_lib.security import table_cases
+    monkeypatch.setenv("COURSE_QUICK", "1")
+    benign, attacked = table_cases(SCENARIOS)
+    assert benign == [] and len(attacked) == 1
+    outcome = Outcome("none", "c", True, False, True, 0, 0, 3, 0, 100, 1.0, None, [], None)
+    assert "- (n=0)" in table_text(summarise([outcome]))

@@ -6,7 +6,7 @@
 - ``bench``: runs every case under every defense and builds the table.
 """
 
-from .bench import (Outcome, Row, plot_table, run_case, run_table, save_table, summarise, table_cases,
+from .bench import (Outcome, Row, TwoInstances, plot_table, run_case, run_table, save_table, summarise, table_cases,
                     table_text)
 from .defenses import (Allowlist, ApprovalGate, ArgumentPolicy, Defense, InjectionDetector, LinkFilter, Quarantine,
                        RepeatPrompt, RunContext, Spotlighting, ToolFilter, reviewer_who_knows_the_request)
@@ -18,11 +18,10 @@ def standard_defenses() -> dict[str, list[Defense]]:
     """The rows of the defense table, each a stack of guards."""
     return {"no defense": [], "tool allowlist": [Allowlist()], "argument policy": [ArgumentPolicy()],
             "spotlighting": [Spotlighting()], "repeat user prompt": [RepeatPrompt()], "tool filter": [ToolFilter()],
-            "approval gate": [ApprovalGate()], "quarantined reader": [Quarantine()],
-            "allowlist + policy + spotlight": [Allowlist(), ArgumentPolicy(), Spotlighting()]}
+            "approval gate": [ApprovalGate()], "quarantined reader": [Quarantine()]}
 
 
 __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "InjectionDetector", "LinkFilter",
-           "Outcome", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting", "ToolFilter",
+           "Outcome", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting", "ToolFilter", "TwoInstances",
            "Workspace", "build_workspace", "holds", "load_scenarios", "plot_table", "reviewer_who_knows_the_request",
            "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_text"]

@@ -2,7 +2,7 @@
 
 Runs every benign and attacked case of the scenarios file under every standard defense,
 prints the table and saves it (with every judged run) to ``--out``. ``--quick`` (or
-``COURSE_QUICK=1``) runs one benign and one attacked case per defense, as CI does.
+``COURSE_QUICK=1``) runs one attacked case per defense, as CI does.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 
 from ..experiments import quick_mode
-from ..runtime import connect
-from . import load_scenarios, run_table, save_table, standard_defenses, summarise, table_cases, table_text
+from ..client import Client
+from ..runtime import EmbeddedServer, connect
+from . import TwoInstances, load_scenarios, run_table, save_table, standard_defenses, summarise, table_cases, table_text
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,14 +23,16 @@ def main(argv: list[str] | None = None) -> None:
     table = commands.add_parser("table", help="run the defense table")
     table.add_argument("--scenarios", type=Path, default=Path("data/security_scenarios.json"))
     table.add_argument("--out", type=Path, default=None, help="folder for the results (default data/results)")
-    table.add_argument("--quick", action="store_true", help="one benign and one attacked case per defense")
+    table.add_argument("--quick", action="store_true", help="a smoke test: one attacked case per defense")
     args = parser.parse_args(argv)
     if args.quick:
         os.environ["COURSE_QUICK"] = "1"
     scenarios = load_scenarios(args.scenarios)
     benign, attacked = table_cases(scenarios)
     client = connect()
-    outcomes = run_table(client, scenarios, standard_defenses(), benign, attacked)
+    helper = EmbeddedServer()  # a second instance for tool-free calls keeps the agent's prompt cached
+    outcomes = run_table(TwoInstances(client, Client(helper.url)), scenarios, standard_defenses(), benign, attacked)
+    helper.stop()
     print(table_text(summarise(outcomes)))
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
     print("saved", save_table(outcomes, client.model, client.host, out))

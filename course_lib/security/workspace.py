@@ -69,7 +69,7 @@ class Workspace:
             self.payments.append({"recipient": recipient, "amount": amount, "note": note})
             return f"paid {amount} euros to {recipient}"
 
-        return {f.__name__: f for f in (read_inbox, read_web_page, send_email, send_money)}
+        return {f.__name__: f for f in (read_web_page, read_inbox, send_email, send_money)}
 
 
 def fill(text: str, injection: str) -> str:
