@@ -3,7 +3,9 @@
 Run it with ``python -m course_lib.server`` (127.0.0.1:11434 by default). It serves
 ``/api/chat``, ``/api/generate``, ``/api/show``, ``/api/tags``, ``/api/version`` and
 ``GET /`` with Ollama's field names, streaming format (NDJSON) and error contract, so
-the official ``ollama`` Python client and any raw HTTP code work against it.
+the official ``ollama`` Python client and any raw HTTP code work against it. Like Ollama,
+it also speaks OpenAI's ``/v1/chat/completions`` and ``/v1/models`` and Anthropic's
+``/v1/messages`` (translated in ``dialects.py``), so those official SDKs work too.
 
 What happens to a chat request:
 
@@ -44,7 +46,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
-from . import __version__
+from . import __version__, dialects
 from .chat_template import TemplateError
 from .engine import Engine, GenerationStats, PromptTooLong
 from .models import REGISTRY, resolve_model
@@ -147,7 +149,146 @@ def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
         events = chat_events(pieces, set())
         return await respond(engine, events, body.stream, started, "response")
 
+    @app.get("/v1/models")
+    async def openai_models() -> dict[str, Any]:
+        created = int(engine.path.stat().st_mtime)
+        return {"object": "list", "data": [{"id": engine.name, "object": "model", "created": created,
+                                            "owned_by": "library"}]}
+
+    @app.post("/v1/chat/completions")
+    async def openai_chat(request: Request):
+        return await dialect_chat(engine, scheduler, request, dialects.openai_request, dialects.openai_error,
+                                  openai_json, openai_sse)
+
+    @app.post("/v1/messages")
+    async def anthropic_messages(request: Request):
+        return await dialect_chat(engine, scheduler, request, dialects.anthropic_request,
+                                  dialects.anthropic_error, anthropic_json, anthropic_sse)
+
     return app
+
+
+async def dialect_chat(engine: Engine, scheduler: Scheduler, request: Request, translate, error,
+                       whole, stream):
+    """A chat in another API's dialect: translate the body to Ollama's, generate as ``/api/chat``
+    does, and answer in the dialect (``whole`` for one JSON object, ``stream`` for server-sent
+    events). Errors use the dialect's own error format."""
+    try:
+        data = json.loads(await request.body() or b"{}")
+        if not isinstance(data, dict):
+            raise dialects.DialectError("the request body must be a JSON object")
+        translated = translate(data)
+        check_model(engine, translated["model"])
+        body = ChatRequest.model_validate(translated)
+        messages = [message.model_dump(exclude_none=True) for message in body.messages]
+        tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
+        prompt = render_or_400(engine, messages, tools)
+        pieces = await start_generation(scheduler, prompt, body)
+    except json.JSONDecodeError as problem:
+        return JSONResponse(error(f"invalid JSON body: {problem}", 400), status_code=400)
+    except dialects.DialectError as problem:
+        return JSONResponse(error(str(problem), problem.status), status_code=problem.status)
+    except ValidationError as problem:
+        return JSONResponse(error(describe_errors(problem, whole="body"), 400), status_code=400)
+    except ApiError as problem:
+        return JSONResponse(error(problem.message, problem.status), status_code=problem.status)
+    events = chat_events(pieces, {tool["function"]["name"] for tool in tools or []})
+    if not body.stream:
+        content, calls = "", []
+        async for event in events:
+            if isinstance(event, GenerationStats):
+                return JSONResponse(whole(engine.name, content, calls, event))
+            content += event.get("content", "")
+            calls += event.get("tool_calls", [])
+
+    async def sse() -> AsyncIterator[bytes]:
+        try:
+            async for name, data in stream(engine.name, events):
+                head = f"event: {name}\n" if name else ""
+                payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+                yield f"{head}data: {payload}\n\n".encode()
+        except Exception as problem:  # headers are sent: the error becomes the last event
+            yield f"event: error\ndata: {json.dumps(error(str(problem), 500))}\n\n".encode()
+
+    return StreamingResponse(sse(), media_type="text/event-stream")
+
+
+def openai_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
+    return dialects.openai_response(model, content, calls, stats.done_reason, stats.prompt_eval_count,
+                                    stats.eval_count)
+
+
+async def openai_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
+    """Chat Completions chunks: the role, content deltas, whole tool calls, the finish reason,
+    a usage chunk, then ``[DONE]``."""
+    chunk_id, created = dialects.random_id("chatcmpl-"), int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+        return {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "system_fingerprint": "fp_course_lib",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
+
+    yield None, chunk({"role": "assistant", "content": ""})
+    calls: list[dict[str, Any]] = []
+    async for event in events:
+        if isinstance(event, GenerationStats):
+            yield None, chunk({}, dialects.openai_finish_reason(calls, event.done_reason))
+            usage = {"prompt_tokens": event.prompt_eval_count, "completion_tokens": event.eval_count,
+                     "total_tokens": event.prompt_eval_count + event.eval_count}
+            yield None, {**chunk({}), "choices": [], "usage": usage}
+            yield None, "[DONE]"
+            return
+        if event.get("tool_calls"):
+            calls += event["tool_calls"]
+            yield None, chunk({"tool_calls": [{"index": i, **call} for i, call in
+                                              enumerate(dialects.openai_tool_calls(event["tool_calls"]))]})
+        elif event.get("content"):
+            yield None, chunk({"content": event["content"]})
+
+
+def anthropic_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
+    return dialects.anthropic_response(model, content, calls, stats.done_reason, stats.prompt_eval_count,
+                                       stats.eval_count)
+
+
+async def anthropic_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
+    """Messages stream events: message_start, a text block with its deltas, one tool_use block
+    per call (its input as one JSON delta), message_delta with the stop reason, message_stop."""
+    message = {"id": dialects.random_id("msg_"), "type": "message", "role": "assistant", "model": model,
+               "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": {"input_tokens": 0, "output_tokens": 0}}
+    yield "message_start", {"type": "message_start", "message": message}
+    index, text_open, calls = 0, False, []
+    async for event in events:
+        if isinstance(event, GenerationStats):
+            if text_open:
+                yield "content_block_stop", {"type": "content_block_stop", "index": index}
+            yield "message_delta", {"type": "message_delta",
+                                    "delta": {"stop_reason": dialects.anthropic_stop_reason(calls, event.done_reason),
+                                              "stop_sequence": None},
+                                    "usage": {"input_tokens": event.prompt_eval_count,
+                                              "output_tokens": event.eval_count}}
+            yield "message_stop", {"type": "message_stop"}
+            return
+        if event.get("content"):
+            if not text_open:
+                text_open = True
+                yield "content_block_start", {"type": "content_block_start", "index": index,
+                                              "content_block": {"type": "text", "text": ""}}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "text_delta", "text": event["content"]}}
+        for block in dialects.anthropic_blocks("", event.get("tool_calls") or []):
+            if text_open:
+                yield "content_block_stop", {"type": "content_block_stop", "index": index}
+                text_open, index = False, index + 1
+            calls.append(block)
+            arguments = json.dumps(block["input"], ensure_ascii=False)
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {**block, "input": {}}}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "input_json_delta", "partial_json": arguments}}
+            yield "content_block_stop", {"type": "content_block_stop", "index": index}
+            index += 1
 
 
 async def read_body(request: Request, model: type[Body]) -> Body:

@@ -24,8 +24,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..experiments import Rate, quick_mode, save_rates
-from ..loop import ChatModel, Limits, LoopLimitReached, Transcript, run_agent
-from ..tools import run_tool_call
+from ..loop import ChatModel, Executor, Limits, LoopLimitReached, Transcript, run_agent
+from ..tools import ToolFunction, run_tool_call
 from .defenses import Defense, RunContext
 from .scenarios import Case, Scenarios, holds
 
@@ -107,7 +107,7 @@ def run_case(model: ChatModel, scenarios: Scenarios, case: Case, defenses: list[
     return outcome, transcript
 
 
-def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict) -> Any:
+def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict[str, ToolFunction]) -> Executor:
     """The loop's ``execute``: tool-call guards first (the first refusal wins), then the tool,
     then the result guards in order. A refusal goes back to the model as an error result."""
     def execute(name: str, arguments: dict[str, Any]) -> str:

@@ -1,0 +1,264 @@
+"""The OpenAI and Anthropic dialects of a chat request, translated to and from Ollama's.
+
+Ollama serves ``/v1/chat/completions`` (OpenAI Chat Completions) and ``/v1/messages``
+(Anthropic Messages) next to its own ``/api/chat``; so does the course's server. All three
+say the same things in different places:
+
+==================  ============================  ===================================  ======================================
+                    Ollama ``/api/chat``          OpenAI ``/v1/chat/completions``      Anthropic ``/v1/messages``
+==================  ============================  ===================================  ======================================
+tool declaration    ``function.parameters``       ``function.parameters``              ``input_schema`` (no ``function``)
+call arguments      a JSON object                 a JSON **string**                    ``input``, a JSON object
+result of a call    ``role: tool`` message        ``role: tool`` + ``tool_call_id``     ``tool_result`` block in a **user** turn
+error result        text in the result            text in the result                   ``is_error: true``
+stop signal         ``done_reason``               ``finish_reason: "tool_calls"``      ``stop_reason: "tool_use"``
+==================  ============================  ===================================  ======================================
+
+This module holds only the translation, as pure functions: a request in a dialect becomes
+Ollama-style ``messages``, ``tools``, ``options`` and ``format``; the generated message
+becomes a response in the dialect. A request the dialect's own API would reject (say, call
+arguments given as an object where OpenAI wants a string) raises :class:`DialectError`
+with the message the server returns, in the dialect's error format.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+import time
+from typing import Any
+
+Message = dict[str, Any]
+
+
+class DialectError(ValueError):
+    """A request the dialect's API would refuse; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def random_id(prefix: str, length: int = 24) -> str:
+    return prefix + "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(length))
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's text: a string, or a list of text parts (both dialects allow that)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise DialectError(f"{where}[{i}]: only text parts are supported here")
+            texts.append(str(part.get("text", "")))
+        return "".join(texts)
+    raise DialectError(f"{where} must be a string or a list of text parts")
+
+
+def _require(body: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+    if key not in body:
+        raise DialectError(f"{where}{key}: field required")
+    if not isinstance(body[key], kind):
+        raise DialectError(f"{where}{key}: wrong type")
+    return body[key]
+
+
+# --- OpenAI Chat Completions -----------------------------------------------------------
+
+def openai_request(body: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/chat/completions`` body -> ``{"model", "messages", "tools", "options", "format", "stream"}``."""
+    model = _require(body, "model", str)
+    messages, names_by_id = [], {}
+    for i, message in enumerate(_require(body, "messages", list)):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise DialectError(f"{where} must be an object")
+        role = message.get("role")
+        if role == "developer":
+            role = "system"
+        if role not in ("system", "user", "assistant", "tool"):
+            raise DialectError(f"{where}.role: must be system, developer, user, assistant or tool")
+        converted: Message = {"role": role, "content": _text(message.get("content"), f"{where}.content")}
+        if role == "assistant" and message.get("tool_calls"):
+            converted["tool_calls"] = []
+            for j, call in enumerate(message["tool_calls"]):
+                function = call.get("function") or {}
+                arguments = function.get("arguments", "")
+                if not isinstance(arguments, str):
+                    raise DialectError(f"{where}.tool_calls[{j}].function.arguments: expected a string "
+                                       f"(JSON text of the arguments), but got {type(arguments).__name__}")
+                try:
+                    parsed = json.loads(arguments or "{}")
+                except json.JSONDecodeError:
+                    raise DialectError(f"{where}.tool_calls[{j}].function.arguments is not valid JSON") from None
+                names_by_id[call.get("id")] = function.get("name", "")
+                converted["tool_calls"].append({"function": {"name": function.get("name", ""), "arguments": parsed}})
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not call_id:
+                raise DialectError(f"{where}.tool_call_id: field required for role 'tool'")
+            if call_id not in names_by_id:
+                raise DialectError(f"{where}.tool_call_id: {call_id!r} answers no earlier tool call")
+            converted["tool_name"] = names_by_id[call_id]
+        messages.append(converted)
+    tools = body.get("tools") or None
+    if body.get("tool_choice") == "none":
+        tools = None
+    options = {key: body[key] for key in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty")
+               if body.get(key) is not None}
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if limit is not None:
+        options["num_predict"] = limit
+    if body.get("stop") is not None:
+        options["stop"] = [body["stop"]] if isinstance(body["stop"], str) else body["stop"]
+    return {"model": model, "messages": messages, "tools": tools, "options": options,
+            "format": _openai_format(body.get("response_format")), "stream": bool(body.get("stream", False))}
+
+
+def _openai_format(response_format: Any) -> str | dict[str, Any] | None:
+    if not response_format or response_format.get("type") == "text":
+        return None
+    if response_format.get("type") == "json_object":
+        return "json"
+    if response_format.get("type") == "json_schema":
+        return (response_format.get("json_schema") or {}).get("schema") or "json"
+    raise DialectError(f"response_format.type: unknown type {response_format.get('type')!r}")
+
+
+def openai_tool_calls(calls: list[Message]) -> list[dict[str, Any]]:
+    """Ollama's calls (arguments as an object) -> OpenAI's (arguments as a JSON string)."""
+    return [{"id": call.get("id") or random_id("call_"), "type": "function",
+             "function": {"name": call["function"]["name"],
+                          "arguments": json.dumps(call["function"]["arguments"], ensure_ascii=False)}}
+            for call in calls]
+
+
+def openai_finish_reason(tool_calls: list[Message], done_reason: str) -> str:
+    return "tool_calls" if tool_calls else ("length" if done_reason == "length" else "stop")
+
+
+def openai_response(model: str, content: str, tool_calls: list[Message], done_reason: str,
+                    prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+    message: Message = {"role": "assistant", "content": content or (None if tool_calls else "")}
+    if tool_calls:
+        message["tool_calls"] = openai_tool_calls(tool_calls)
+    return {"id": random_id("chatcmpl-"), "object": "chat.completion", "created": int(time.time()), "model": model,
+            "system_fingerprint": "fp_course_lib",
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": openai_finish_reason(tool_calls, done_reason)}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
+                      "total_tokens": prompt_tokens + output_tokens}}
+
+
+def openai_error(message: str, status: int) -> dict[str, Any]:
+    kind = {404: "not_found_error", 503: "server_overloaded"}.get(status, "invalid_request_error" if status < 500
+                                                                   else "server_error")
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+# --- Anthropic Messages ----------------------------------------------------------------
+
+def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
+    """``/v1/messages`` body -> ``{"model", "messages", "tools", "options", "format", "stream"}``."""
+    model = _require(body, "model", str)
+    max_tokens = _require(body, "max_tokens", int)
+    messages: list[Message] = []
+    system = body.get("system")
+    if system:
+        messages.append({"role": "system", "content": _text(system, "system")})
+    names_by_id: dict[str, str] = {}
+    for i, message in enumerate(_require(body, "messages", list)):
+        where = f"messages.{i}"
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant"):
+            raise DialectError(f"{where}.role: must be 'user' or 'assistant' (tool results go in a user turn "
+                               "as tool_result blocks)")
+        content = message.get("content", "")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            raise DialectError(f"{where}.content must be a string or a list of blocks")
+        messages += (_anthropic_user(blocks, where, names_by_id) if role == "user"
+                     else _anthropic_assistant(blocks, where, names_by_id))
+    tools = [{"type": "function", "function": {"name": _require(tool, "name", str, "tools.*."),
+                                               "description": tool.get("description", ""),
+                                               "parameters": tool.get("input_schema", {"type": "object"})}}
+             for tool in body.get("tools") or []] or None
+    if (body.get("tool_choice") or {}).get("type") == "none":
+        tools = None
+    options = {"num_predict": max_tokens}
+    options.update({key: body[key] for key in ("temperature", "top_p", "top_k") if body.get(key) is not None})
+    if body.get("stop_sequences"):
+        options["stop"] = body["stop_sequences"]
+    return {"model": model, "messages": messages, "tools": tools, "options": options, "format": None,
+            "stream": bool(body.get("stream", False))}
+
+
+def _anthropic_user(blocks: list[Any], where: str, names_by_id: dict[str, str]) -> list[Message]:
+    results, texts = [], []
+    for j, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "tool_result":
+            if texts:
+                raise DialectError(f"{where}.content.{j}: tool_result blocks must come before any text")
+            call_id = block.get("tool_use_id")
+            if call_id not in names_by_id:
+                raise DialectError(f"{where}.content.{j}: tool_use_id {call_id!r} answers no tool_use block "
+                                   "of the previous assistant turn")
+            text = _text(block.get("content", ""), f"{where}.content.{j}.content")
+            results.append({"role": "tool", "tool_name": names_by_id[call_id],
+                            "content": f"error: {text}" if block.get("is_error") else text})
+        else:
+            raise DialectError(f"{where}.content.{j}.type: a user turn holds text and tool_result blocks")
+    return results + ([{"role": "user", "content": "".join(texts)}] if texts else [])
+
+
+def _anthropic_assistant(blocks: list[Any], where: str, names_by_id: dict[str, str]) -> list[Message]:
+    message: Message = {"role": "assistant", "content": ""}
+    for j, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            message["content"] += str(block.get("text", ""))
+        elif kind == "tool_use":
+            if not isinstance(block.get("input"), dict):
+                raise DialectError(f"{where}.content.{j}.input: must be an object")
+            names_by_id[block.get("id")] = block.get("name", "")
+            message.setdefault("tool_calls", []).append({"function": {"name": block.get("name", ""),
+                                                                      "arguments": block["input"]}})
+        elif kind == "tool_result":
+            raise DialectError(f"{where}.content.{j}: tool_result blocks belong in a user turn, not an assistant turn")
+        else:
+            raise DialectError(f"{where}.content.{j}.type: an assistant turn holds text and tool_use blocks")
+    return [message]
+
+
+def anthropic_blocks(content: str, tool_calls: list[Message]) -> list[dict[str, Any]]:
+    """The reply as content blocks: its text (if any), then one ``tool_use`` block per call."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    blocks += [{"type": "tool_use", "id": random_id("toolu_"), "name": call["function"]["name"],
+                "input": call["function"]["arguments"]} for call in tool_calls]
+    return blocks
+
+
+def anthropic_stop_reason(tool_calls: list[Message], done_reason: str) -> str:
+    return "tool_use" if tool_calls else ("max_tokens" if done_reason == "length" else "end_turn")
+
+
+def anthropic_response(model: str, content: str, tool_calls: list[Message], done_reason: str,
+                       prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+    return {"id": random_id("msg_"), "type": "message", "role": "assistant", "model": model,
+            "content": anthropic_blocks(content, tool_calls),
+            "stop_reason": anthropic_stop_reason(tool_calls, done_reason), "stop_sequence": None,
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": output_tokens}}
+
+
+def anthropic_error(message: str, status: int) -> dict[str, Any]:
+    kind = {404: "not_found_error", 503: "overloaded_error"}.get(status, "invalid_request_error" if status < 500
+                                                                   else "api_error")
+    return {"type": "error", "error": {"type": kind, "message": message}}

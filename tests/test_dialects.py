@@ -1,0 +1,125 @@
+"""Translating OpenAI and Anthropic requests to Ollama's and back, without a model."""
+
+import json
+
+import pytest
+
+from course_lib import dialects
+from course_lib.dialects import DialectError
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+
+
+def openai_turns(arguments='{"city": "Tokyo"}'):
+    return [{"role": "developer", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Weather in "}, {"type": "text", "text": "Tokyo?"}]},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}]
+
+
+def test_an_openai_round_trip_becomes_ollama_messages():
+    request = dialects.openai_request({"model": "m", "messages": openai_turns(), "tools": [WEATHER],
+                                       "max_tokens": 40, "temperature": 0, "stop": "\n\n",
+                                       "response_format": {"type": "json_object"}})
+    assert request["messages"] == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Tokyo?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get_weather",
+                                                                          "arguments": {"city": "Tokyo"}}}]},
+        {"role": "tool", "content": "sunny, 21 C", "tool_name": "get_weather"}]
+    assert request["tools"] == [WEATHER] and request["format"] == "json" and request["stream"] is False
+    assert request["options"] == {"temperature": 0, "num_predict": 40, "stop": ["\n\n"]}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m[2]["tool_calls"][0]["function"].update(arguments={"city": "Tokyo"}), "expected a string"),
+    (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="{city: Tokyo}"), "not valid JSON"),
+    (lambda m: m[3].pop("tool_call_id"), "tool_call_id: field required"),
+    (lambda m: m[3].update(tool_call_id="call_9"), "answers no earlier tool call"),
+    (lambda m: m[0].update(role="function"), "role"),
+])
+def test_openai_porting_mistakes_are_refused_with_the_reason(change, message):
+    messages = openai_turns()
+    change(messages)
+    with pytest.raises(DialectError, match=message):
+        dialects.openai_request({"model": "m", "messages": messages})
+
+
+def test_an_openai_response_carries_arguments_as_a_json_string():
+    calls = [{"id": "call_x", "function": {"index": 0, "name": "get_weather", "arguments": {"city": "Tokyo"}}}]
+    response = dialects.openai_response("m", "", calls, "stop", 120, 20)
+    choice = response["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    assert choice["message"]["tool_calls"] == [{"id": "call_x", "type": "function", "function": {
+        "name": "get_weather", "arguments": '{"city": "Tokyo"}'}}]
+    assert response["usage"] == {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140}
+    assert dialects.openai_response("m", "Hi", [], "length", 1, 1)["choices"][0]["finish_reason"] == "length"
+
+
+def anthropic_turns(result_block=None):
+    result = result_block or {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny, 21 C"}
+    return [{"role": "user", "content": "Weather in Tokyo?"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Let me check."},
+                                              {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                               "input": {"city": "Tokyo"}}]},
+            {"role": "user", "content": [result, {"type": "text", "text": "And tomorrow?"}]}]
+
+
+def test_an_anthropic_round_trip_becomes_ollama_messages():
+    tool = {"name": "get_weather", "description": "Weather for a city.",
+            "input_schema": WEATHER["function"]["parameters"]}
+    request = dialects.anthropic_request({"model": "m", "max_tokens": 64, "system": "Be brief.",
+                                          "messages": anthropic_turns(), "tools": [tool], "stop_sequences": ["END"]})
+    assert request["messages"] == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Tokyo?"},
+        {"role": "assistant", "content": "Let me check.",
+         "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Tokyo"}}}]},
+        {"role": "tool", "tool_name": "get_weather", "content": "sunny, 21 C"},
+        {"role": "user", "content": "And tomorrow?"}]
+    assert request["tools"] == [WEATHER] and request["options"] == {"num_predict": 64, "stop": ["END"]}
+
+
+def test_an_anthropic_error_result_is_marked_for_the_model():
+    block = {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
+             "content": [{"type": "text", "text": "no such city"}]}
+    messages = dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": anthropic_turns(block)})["messages"]
+    assert messages[2] == {"role": "tool", "tool_name": "get_weather", "content": "error: no such city"}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.append({"role": "tool", "content": "sunny"}), "must be 'user' or 'assistant'"),
+    (lambda m: m[1]["content"].append({"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}),
+     "belong in a user turn"),
+    (lambda m: m[2]["content"].reverse(), "must come before any text"),
+    (lambda m: m[2]["content"][0].update(tool_use_id="toolu_9"), "answers no tool_use block"),
+    (lambda m: m[1]["content"][1].update(input='{"city": "Tokyo"}'), "input: must be an object"),
+])
+def test_anthropic_porting_mistakes_are_refused_with_the_reason(change, message):
+    messages = anthropic_turns()
+    change(messages)
+    with pytest.raises(DialectError, match=message):
+        dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": messages})
+
+
+def test_anthropic_requires_max_tokens():
+    with pytest.raises(DialectError, match="max_tokens: field required"):
+        dialects.anthropic_request({"model": "m", "messages": []})
+
+
+def test_an_anthropic_response_puts_calls_in_tool_use_blocks():
+    calls = [{"function": {"name": "get_weather", "arguments": {"city": "Tokyo"}}}]
+    response = dialects.anthropic_response("m", "Checking.", calls, "stop", 100, 12)
+    assert [block["type"] for block in response["content"]] == ["text", "tool_use"]
+    assert response["content"][1]["input"] == {"city": "Tokyo"} and response["content"][1]["id"].startswith("toolu_")
+    assert response["stop_reason"] == "tool_use" and response["usage"] == {"input_tokens": 100, "output_tokens": 12}
+    assert dialects.anthropic_response("m", "Hi", [], "length", 1, 1)["stop_reason"] == "max_tokens"
+
+
+def test_errors_use_each_dialects_format():
+    assert dialects.openai_error("bad", 400) == {"error": {"message": "bad", "type": "invalid_request_error",
+                                                           "param": None, "code": None}}
+    assert dialects.anthropic_error("gone", 404) == {"type": "error", "error": {"type": "not_found_error",
+                                                                                "message": "gone"}}
+    assert json.dumps(dialects.anthropic_error("busy", 503)).count("overloaded_error") == 1
