@@ -125,12 +125,7 @@ def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
         check_model(engine, body.model)
         if not body.messages:  # Ollama: an empty chat just loads the model
             return JSONResponse(loaded_response(engine, {"message": {"role": "assistant", "content": ""}}))
-        messages = [message.model_dump(exclude_none=True) for message in body.messages]
-        tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
-        prompt = render_or_400(engine, messages, tools)
-        tool_names = {tool["function"]["name"] for tool in tools or []}
-        pieces = await start_generation(scheduler, prompt, body)
-        events = chat_events(pieces, tool_names)
+        events = await start_chat(engine, scheduler, body)
         return await respond(engine, events, body.stream, started, "message")
 
     @app.post("/api/generate")
@@ -174,32 +169,18 @@ async def dialect_chat(engine: Engine, scheduler: Scheduler, request: Request, t
     does, and answer in the dialect (``whole`` for one JSON object, ``stream`` for server-sent
     events). Errors use the dialect's own error format."""
     try:
-        data = json.loads(await request.body() or b"{}")
-        if not isinstance(data, dict):
-            raise dialects.DialectError("the request body must be a JSON object")
-        translated = translate(data)
+        translated = translate(await read_json(request))
         check_model(engine, translated["model"])
         body = ChatRequest.model_validate(translated)
-        messages = [message.model_dump(exclude_none=True) for message in body.messages]
-        tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
-        prompt = render_or_400(engine, messages, tools)
-        pieces = await start_generation(scheduler, prompt, body)
-    except json.JSONDecodeError as problem:
-        return JSONResponse(error(f"invalid JSON body: {problem}", 400), status_code=400)
+        events = await start_chat(engine, scheduler, body)
     except dialects.DialectError as problem:
         return JSONResponse(error(str(problem), problem.status), status_code=problem.status)
     except ValidationError as problem:
         return JSONResponse(error(describe_errors(problem, whole="body"), 400), status_code=400)
     except ApiError as problem:
         return JSONResponse(error(problem.message, problem.status), status_code=problem.status)
-    events = chat_events(pieces, {tool["function"]["name"] for tool in tools or []})
     if not body.stream:
-        content, calls = "", []
-        async for event in events:
-            if isinstance(event, GenerationStats):
-                return JSONResponse(whole(engine.name, content, calls, event))
-            content += event.get("content", "")
-            calls += event.get("tool_calls", [])
+        return JSONResponse(whole(engine.name, *await collect(events)))
 
     async def sse() -> AsyncIterator[bytes]:
         try:
@@ -291,15 +272,20 @@ async def anthropic_sse(model: str, events: AsyncIterator[dict[str, Any] | Gener
             index += 1
 
 
-async def read_body(request: Request, model: type[Body]) -> Body:
-    """Parse and validate a JSON body, or raise a 400 that says what is wrong."""
-    raw = await request.body()
+async def read_json(request: Request) -> dict[str, Any]:
+    """The body as a JSON object, or a 400 that says what is wrong."""
     try:
-        data = json.loads(raw or b"{}")
+        data = json.loads(await request.body() or b"{}")
     except json.JSONDecodeError as error:
         raise ApiError(400, f"invalid JSON body: {error}") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    return data
+
+
+async def read_body(request: Request, model: type[Body]) -> Body:
+    """Parse and validate a JSON body, or raise a 400 that says what is wrong."""
+    data = await read_json(request)
     try:
         return model.model_validate(data)
     except ValidationError as error:
@@ -345,6 +331,28 @@ async def start_generation(scheduler: Scheduler, prompt: str,
     return replay()
 
 
+async def start_chat(engine: Engine, scheduler: Scheduler,
+                     body: ChatRequest) -> AsyncIterator[dict[str, Any] | GenerationStats]:
+    """Render a validated chat request, start generating, and return its message events."""
+    messages = [message.model_dump(exclude_none=True) for message in body.messages]
+    tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
+    prompt = render_or_400(engine, messages, tools)
+    pieces = await start_generation(scheduler, prompt, body)
+    return chat_events(pieces, {tool["function"]["name"] for tool in tools or []})
+
+
+async def collect(events: AsyncIterator[dict[str, Any] | GenerationStats]
+                  ) -> tuple[str, list[dict[str, Any]], GenerationStats]:
+    """A whole (non-streamed) reply: all content, all tool calls, and the final stats."""
+    content, calls = "", []
+    async for event in events:
+        if isinstance(event, GenerationStats):
+            return content, calls, event
+        content += event.get("content", "")
+        calls += event.get("tool_calls", [])
+    raise RuntimeError("the generation ended without its statistics")
+
+
 async def chat_events(pieces: AsyncIterator[str | GenerationStats],
                       tool_names: set[str]) -> AsyncIterator[dict[str, Any] | GenerationStats]:
     """Turn generated text into message parts: content pieces, then any tool calls, then stats."""
@@ -387,13 +395,8 @@ async def respond(engine: Engine, events: AsyncIterator[dict[str, Any] | Generat
                 "eval_count": stats.eval_count, "eval_duration": stats.eval_duration}
 
     if not stream:
-        content, calls = "", []
-        async for event in events:
-            if isinstance(event, GenerationStats):
-                message = {"content": content, **({"tool_calls": calls} if calls else {})}
-                return JSONResponse(final(event, message))
-            content += event.get("content", "")
-            calls += event.get("tool_calls", [])
+        content, calls, stats = await collect(events)
+        return JSONResponse(final(stats, {"content": content, **({"tool_calls": calls} if calls else {})}))
 
     async def ndjson() -> AsyncIterator[bytes]:
         try:
