@@ -1,0 +1,121 @@
+"""The provider-neutral loop and its three adapters, on scripted responses (no model).
+
+The scripted responses are built by the same functions the course's server answers with
+(``dialects.openai_response``, ``dialects.anthropic_response``), and every request an
+adapter writes is read back through ``dialects``' strict translation, so an adapter that
+puts a result in the wrong place fails here.
+"""
+
+import json
+
+import pytest
+
+from course_lib import dialects
+from course_lib.providers import ADAPTERS, LoopStopped, Provider, differences_table, run
+
+SYSTEM = "You are the kiosk's assistant."
+
+
+def get_product_stock(sku: str) -> dict:
+    """Units in stock per warehouse.
+
+    Args:
+        sku: the product code, like SKU-00042
+    """
+    if sku != "SKU-00042":
+        raise ValueError(f"no product {sku}")
+    return {"tokyo": 12}
+
+
+TOOLS = {"get_product_stock": get_product_stock}
+
+
+def response(kind: str, text: str, calls: list[dict]) -> dict:
+    ollama_calls = [{"function": {"name": name, "arguments": arguments}} for name, arguments in calls]
+    if kind == "openai":
+        return dialects.openai_response("m", text, ollama_calls, "stop", 100, 10)
+    if kind == "anthropic":
+        return dialects.anthropic_response("m", text, ollama_calls, "stop", 100, 10)
+    return {"model": "m", "message": {"role": "assistant", "content": text, "tool_calls": ollama_calls},
+            "done": True, "done_reason": "stop", "prompt_eval_count": 100, "eval_count": 10}
+
+
+class ScriptedProvider(Provider):
+    """Answers with the scripted (text, calls) replies in order, and keeps what it was sent."""
+
+    def __init__(self, kind: str, script: list[tuple[str, list]]) -> None:
+        super().__init__(ADAPTERS[kind], "http://unused", "m")
+        self.kind, self.script, self.sent = kind, list(script), []
+
+    def send(self, body):
+        self.adapter.as_ollama(body)  # raises DialectError if the dialect's API would refuse it
+        self.sent.append(body)
+        return response(self.kind, *self.script.pop(0))
+
+
+CALL_THEN_ANSWER = [("", [("get_product_stock", {"sku": "SKU-00042"})]), ("12 in Tokyo.", [])]
+
+
+@pytest.mark.parametrize("kind", ADAPTERS)
+def test_the_same_loop_runs_in_every_dialect(kind):
+    provider = ScriptedProvider(kind, CALL_THEN_ANSWER)
+    result = run(provider, SYSTEM, "Stock of SKU-00042?", TOOLS)
+    assert result.answer == "12 in Tokyo." and not result.answer_turn
+    assert [(call.name, call.arguments) for call in result.calls] == [("get_product_stock", {"sku": "SKU-00042"})]
+    assert result.replies[0].input_tokens == 100 and result.replies[0].output_tokens == 10
+    assert '{\\"tokyo\\": 12}' in json.dumps(provider.sent[1]["messages"][-1])
+
+
+def test_the_three_dialects_become_the_same_ollama_request():
+    translated = []
+    for kind in ADAPTERS:
+        provider = ScriptedProvider(kind, CALL_THEN_ANSWER)
+        run(provider, SYSTEM, "Stock of SKU-00042?", TOOLS)
+        request = provider.adapter.as_ollama(provider.sent[1])
+        for message in request["messages"]:
+            message.pop("tool_calls", None)  # ids differ by dialect; names and arguments are checked above
+        translated.append((request["messages"], request["tools"]))
+    assert translated[0] == translated[1] == translated[2]
+
+
+def test_anthropic_flags_a_failed_call_instead_of_prefixing_it():
+    provider = ScriptedProvider("anthropic", [("", [("get_product_stock", {"sku": "SKU-1"})]), ("Sorry.", [])])
+    run(provider, SYSTEM, "Stock of SKU-1?", TOOLS)
+    block = provider.sent[1]["messages"][-1]["content"][0]
+    assert provider.sent[1]["messages"][-1]["role"] == "user"
+    assert block["type"] == "tool_result" and block["is_error"] is True
+    assert block["content"].startswith("get_product_stock failed")
+    assert dialects.anthropic_request(provider.sent[1])["messages"][-1]["content"].startswith("error: ")
+
+
+@pytest.mark.parametrize("kind", ADAPTERS)
+def test_a_repeated_call_ends_with_a_marked_tool_free_answer_turn(kind):
+    call = ("", [("get_product_stock", {"sku": "SKU-00042"})])
+    provider = ScriptedProvider(kind, [call, call, ("There are 12.", [])])
+    result = run(provider, SYSTEM, "Stock of SKU-00042?", TOOLS)
+    assert result.answer == "There are 12." and result.answer_turn
+    assert "tools" not in provider.sent[2] and "Tool results:" in json.dumps(provider.sent[2])
+
+
+def test_a_repeated_call_raises_when_the_answer_turn_is_off():
+    call = ("", [("get_product_stock", {"sku": "SKU-00042"})])
+    with pytest.raises(LoopStopped, match="asked for again") as stopped:
+        run(ScriptedProvider("openai", [call, call]), SYSTEM, "?", TOOLS, answer_on_repeat=False)
+    assert len(stopped.value.run.replies) == 2
+
+
+def test_the_turn_cap_raises():
+    script = [("", [("get_product_stock", {"sku": f"SKU-0000{i}"})]) for i in range(3)]
+    with pytest.raises(LoopStopped, match="after 3 turns"):
+        run(ScriptedProvider("ollama", script), SYSTEM, "?", TOOLS, max_turns=3)
+
+
+def test_the_differences_table_is_read_off_the_runs():
+    runs = [run(ScriptedProvider(kind, CALL_THEN_ANSWER), SYSTEM, "Stock?", TOOLS) for kind in ADAPTERS]
+    table = differences_table(runs, SYSTEM)
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1:] for line in table.splitlines()[2:]}
+    assert rows["system prompt"] == ["`messages[0].content`", "`messages[0].content`", "`system` |"]
+    assert "(an object)" in rows["call arguments"][0] and "(a JSON string)" in rows["call arguments"][1]
+    assert rows["stop signal"][1] == "`choices[0].finish_reason = 'tool_calls'`"
+    assert "is_error=true" in rows["a failed call"][2] and "is_error" not in rows["a failed call"][1]
+    assert "tool_call_id" in rows["a result goes back as"][1] and 'role="user"' in rows["a result goes back as"][2]
