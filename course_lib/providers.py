@@ -17,6 +17,7 @@ adapters actually sent and received, so the table cannot drift from the code.
 
 from __future__ import annotations
 
+import html
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -374,3 +375,11 @@ def differences_table(runs: list[Run], system: str) -> str:
     for row in described[0]:
         lines.append(f"| {row} | " + " | ".join(f"`{d[row]}`" for d in described) + " |")
     return "\n".join(lines)
+
+
+def side_by_side(columns: dict[str, Any]) -> str:
+    """HTML: one column per dialect, each a JSON document (for ``IPython.display.HTML``)."""
+    cells = "".join(f"<td style='vertical-align:top;text-align:left'><b>{html.escape(title)}</b><pre "
+                    f"style='font-size:11px'>{html.escape(json.dumps(value, indent=1, ensure_ascii=False))}</pre></td>"
+                    for title, value in columns.items())
+    return f"<table><tr>{cells}</tr></table>"

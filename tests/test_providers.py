@@ -72,8 +72,6 @@ def test_the_three_dialects_become_the_same_ollama_request():
         provider = ScriptedProvider(kind, CALL_THEN_ANSWER)
         run(provider, SYSTEM, "Stock of SKU-00042?", TOOLS)
         request = provider.adapter.as_ollama(provider.sent[1])
-        for message in request["messages"]:
-            message.pop("tool_calls", None)  # ids differ by dialect; names and arguments are checked above
         translated.append((request["messages"], request["tools"]))
     assert translated[0] == translated[1] == translated[2]
 
