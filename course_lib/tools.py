@@ -18,7 +18,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_type_hints
 
 from pydantic import Field, ValidationError, create_model
 
@@ -45,9 +45,10 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def arguments_model(function: ToolFunction):
     """A pydantic model of the function's parameters; unknown arguments are rejected."""
     _, descriptions = parse_docstring(inspect.getdoc(function) or "")
+    hints = get_type_hints(function, include_extras=True)  # resolves string annotations too
     fields: dict[str, Any] = {}
     for name, parameter in inspect.signature(function).parameters.items():
-        annotation = parameter.annotation if parameter.annotation is not inspect.Parameter.empty else Any
+        annotation = hints.get(name, Any)
         default = ... if parameter.default is inspect.Parameter.empty else parameter.default
         fields[name] = (annotation, Field(default, description=descriptions.get(name)))
     return create_model(f"{function.__name__}_arguments", __config__={"extra": "forbid"}, **fields)

@@ -40,7 +40,8 @@ def error_type(result: str) -> str | None:
     if not result.startswith("error:"):
         return None
     for marker, kind in (("invalid arguments", "InvalidArguments"), ("there is no tool", "UnknownTool"),
-                         ("failed", "ToolFailed"), ("not available", "Refused")):
+                         ("failed", "ToolFailed"), ("not available", "Refused"),
+                         ("refused", "Refused")):
         if marker in result:
             return kind
     return "ToolError"

