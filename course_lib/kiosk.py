@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from .experiments import quick_mode
-from .loop import ChatModel, Limits, LoopLimitReached, Transcript, run_agent
+from .loop import ChatModel, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
 from .reliability import FakePaymentService, Idempotent, idempotency_key, with_retries
 from .security.bench import guarded_executor
 from .security.defenses import ApprovalGate, Defense, Quarantine, RunContext
@@ -204,6 +204,7 @@ class KioskAgent:
     options: dict[str, Any] = field(default_factory=lambda: dict(OPTIONS))
     prices: Prices = EXAMPLE_PRICES
     needs_approval: frozenset[str] = frozenset({"refund_order"})
+    first_call_required: bool = False  # the first reply must be a tool call (a grammar enforces it)
     gate: ApprovalGate = field(init=False)
 
     def __post_init__(self) -> None:
@@ -220,8 +221,8 @@ class KioskAgent:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
         started, stopped_by = time.perf_counter(), None
         try:
-            transcript = run_agent(self.model, messages, tools, self.limits, execute, self.options,
-                                   answer_on_repeat=True)
+            model = FirstCallRequired(self.model) if self.first_call_required else self.model
+            transcript = run_agent(model, messages, tools, self.limits, execute, self.options, answer_on_repeat=True)
         except LoopLimitReached as stop:
             transcript, stopped_by = stop.transcript, type(stop).__name__
         tokens_in = sum(turn.prompt_tokens for turn in transcript.turns)
@@ -277,12 +278,13 @@ def judge(case: Case, reply: Reply, kiosk: Kiosk) -> bool:
     return all(checks)
 
 
-def evaluate(model: ChatModel, cases: list[Case], data: Path) -> list[Result]:
-    """Each case on a fresh shop (so side effects never carry over), judged on what happened."""
+def evaluate(model: ChatModel, cases: list[Case], data: Path, **agent_fields: Any) -> list[Result]:
+    """Each case on a fresh shop (so side effects never carry over), judged on what happened.
+    ``agent_fields`` configure the agent (e.g. ``first_call_required=True``)."""
     results = []
     for case in cases:
         kiosk = Kiosk.load(data)
-        agent = KioskAgent(model, kiosk)
+        agent = KioskAgent(model, kiosk, **agent_fields)
         reply = agent.ask(case.request)
         leaked = any(mail["to"].lower() not in kiosk.customers for mail in kiosk.sent)
         results.append(Result(case.id, judge(case, reply, kiosk), case.attack, leaked, reply.answer,
@@ -307,11 +309,13 @@ def summary(results: list[Result]) -> dict[str, Any]:
             "cost_per_1000_requests_usd": round(1000 * sum(r.cost for r in results) / max(n, 1), 3)}
 
 
-def save_results(results: list[Result], model: str, server: str, folder: Path) -> Path:
+def save_results(variants: dict[str, list[Result]], model: str, server: str, folder: Path) -> Path:
+    """Every variant's summary and per-request records, in ``folder/capstone.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "capstone.json"
     path.write_text(json.dumps({"model": model, "server": server, "date": time.strftime("%Y-%m-%d"),
-                                "summary": summary(results), "results": [asdict(r) for r in results]},
+                                "variants": {name: {"summary": summary(results), "results": [asdict(r) for r in results]}
+                                             for name, results in variants.items()}},
                                indent=1, ensure_ascii=False) + "\n")
     return path
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .tools import ToolFunction, canonical_arguments, run_tool_call, tool_schema
+from .validation import required_call_format
 
 Message = dict[str, Any]
 Executor = Callable[[str, dict[str, Any]], str]
@@ -46,6 +47,21 @@ class ChatModel(Protocol):
 
     def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
              options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]: ...
+
+
+class FirstCallRequired:
+    """A model whose first reply to a request must be a tool call (``tool_choice="required"``,
+    emulated): while the conversation has no assistant turn yet, the request carries a ``format``
+    that only allows a call of a declared tool. Later turns are free to answer."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+
+    def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+             options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+        if tools and not any(message["role"] == "assistant" for message in messages):
+            fields.setdefault("format", required_call_format(tools))
+        return self.model.chat(messages, tools=tools, options=options, **fields)
 
 
 @dataclass

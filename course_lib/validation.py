@@ -104,3 +104,22 @@ def attempts_until_valid(model: Any, messages: list[Message], tool: ValidatedToo
         messages += [{"role": "assistant", "content": "", "tool_calls": [calls[0]]},
                      {"role": "tool", "tool_name": tool.name, "content": checked}]
     return attempts
+
+
+def required_call_format(declared: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``format`` schema that lets the model write nothing but a call of one of the declared
+    tools: ``tool_choice="required"`` for a server without it, done with a grammar (lesson 5).
+
+    The grammar fixes the shape: a declared name, arguments with the right keys and types.
+    ``pattern`` s are left out (llama-cpp-python's converter mangles some of them), so the
+    validation at the boundary still decides whether the values are right.
+    """
+    def without_patterns(schema: Any) -> Any:
+        if isinstance(schema, dict):
+            return {key: without_patterns(value) for key, value in schema.items() if key not in ("pattern", "description")}
+        return schema
+
+    return {"anyOf": [{"type": "object", "required": ["name", "arguments"],
+                       "properties": {"name": {"const": tool["function"]["name"]},
+                                      "arguments": without_patterns(tool["function"]["parameters"])}}
+                      for tool in declared]}

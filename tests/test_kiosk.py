@@ -1,5 +1,6 @@
 """The capstone agent's layers, decided exactly with a scripted model (no model needed)."""
 
+import json
 from pathlib import Path
 
 from course_lib.fake_model import ScriptedModel, calls, says
@@ -87,3 +88,14 @@ def test_the_chat_panel_parks_a_refund_until_it_is_approved():
     approve = pending.children[0].children[1].children[1]
     approve.click()
     assert len(kiosk.payments.refunds) == 1 and not agent.gate.pending
+
+
+def test_the_first_call_can_be_required_by_a_grammar_on_the_first_turn_only():
+    model = ScriptedModel([calls("get_product_info", sku="SKU-12345"), says("1,200 yen.")])
+    reply = KioskAgent(model, Kiosk.load(DATA), first_call_required=True).ask("What does SKU-12345 cost?")
+    first, second = model.fields
+    schema = first["format"]
+    assert "format" not in second and reply.answer == "1,200 yen."
+    names = [option["properties"]["name"]["const"] for option in schema["anyOf"]]
+    assert names == list(Kiosk.load(DATA).tools())
+    assert "pattern" not in json.dumps(schema)  # patterns stay with validation, not the grammar
