@@ -30,7 +30,7 @@ from .experiments import quick_mode
 from .loop import ChatModel, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
 from .reliability import FakePaymentService, Idempotent, idempotency_key, with_retries
 from .security.bench import guarded_executor
-from .security.defenses import ApprovalGate, Defense, Quarantine, RunContext
+from .security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext
 from .tools import ToolFunction
 from .tracing import Prices, Span, Tracer
 
@@ -199,7 +199,7 @@ class KioskAgent:
 
     model: ChatModel
     kiosk: Kiosk
-    reviewer: Any = approve_orders_named_in_the_request  # a Reviewer: True, False or None ("ask a person later")
+    reviewer: Reviewer = approve_orders_named_in_the_request  # True, False, or None: "ask a person later"
     limits: Limits = field(default_factory=lambda: LIMITS)
     options: dict[str, Any] = field(default_factory=lambda: dict(OPTIONS))
     prices: Prices = EXAMPLE_PRICES
@@ -220,8 +220,8 @@ class KioskAgent:
         execute = tracer.wrap(guarded_executor(self.defenses(), run, tools))
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
         started, stopped_by = time.perf_counter(), None
+        model = FirstCallRequired(self.model) if self.first_call_required else self.model
         try:
-            model = FirstCallRequired(self.model) if self.first_call_required else self.model
             transcript = run_agent(model, messages, tools, self.limits, execute, self.options, answer_on_repeat=True)
         except LoopLimitReached as stop:
             transcript, stopped_by = stop.transcript, type(stop).__name__

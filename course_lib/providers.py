@@ -231,7 +231,7 @@ class Provider:
 class Run:
     """A run in one dialect: its conversation, every request and response, and the replies read."""
 
-    provider: str
+    adapter: Adapter
     messages: list[Message]
     exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
@@ -266,7 +266,7 @@ def run(provider: Provider, system: str, user: str, tools: dict[str, ToolFunctio
     adapter = provider.adapter
     execute = execute or (lambda name, arguments: run_tool_call(name, arguments, tools))
     declared = [adapter.declare(tool) for tool in tools.values()]
-    result = Run(adapter.name, [{"role": "user", "content": user}])
+    result = Run(adapter, [{"role": "user", "content": user}])
     seen: Counter[str] = Counter()
     answered: list[tuple[ToolCall, str]] = []
     for _ in range(max_turns):
@@ -342,7 +342,7 @@ def _shape(message: Message) -> str:
 def describe(run: Run, system: str) -> dict[str, str]:
     """Where one dialect put each thing: read from the run's first request and response, and
     from what its adapter writes for a result and for a failure."""
-    adapter = next(a for a in ADAPTERS.values() if a.name == run.provider)
+    adapter = run.adapter
     (request, response), reply = run.exchanges[0], run.replies[0]
     call = reply.calls[0]
     arguments = find(response, lambda v: v == call.arguments or
@@ -371,7 +371,7 @@ def _loads(text: str) -> Any:
 def differences_table(runs: list[Run], system: str) -> str:
     """A Markdown table: one row per thing, one column per dialect, from :func:`describe`."""
     described = [describe(run, system) for run in runs]
-    lines = ["| | " + " | ".join(run.provider for run in runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    lines = ["| | " + " | ".join(run.adapter.name for run in runs) + " |", "|---" * (len(runs) + 1) + "|"]
     for row in described[0]:
         lines.append(f"| {row} | " + " | ".join(f"`{d[row]}`" for d in described) + " |")
     return "\n".join(lines)

@@ -78,7 +78,7 @@ def test_the_evaluation_cases_load_and_a_wrong_answer_fails_its_check():
 
 def test_the_chat_panel_parks_a_refund_until_it_is_approved():
     kiosk = Kiosk.load(DATA)
-    agent = KioskAgent(ScriptedModel([calls("refund_order", order_id="ORD-1002", amount_jpy=6500),
+    agent = KioskAgent(ScriptedModel([calls("refund_order", order_id="ORD-1002", amount_jpy=6500, reason="broken"),
                                       says("A staff member will approve it.")]), kiosk)
     panel = chat_panel(agent)
     log, (box, send), pending = panel.children[0], panel.children[1].children, panel.children[2]

@@ -15,6 +15,7 @@ import json
 import ipywidgets as widgets
 
 from ..tools import ToolFunction, run_tool_call
+from .bench import known_arguments
 from .defenses import ApprovalGate
 
 
@@ -29,7 +30,10 @@ def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction], request: 
         def decide(approved: bool, name: str = name, arguments: dict = arguments, status: widgets.Label = status,
                    buttons: tuple = (approve, deny)) -> None:
             gate.pending.remove((name, arguments))
-            status.value = f"approved: {run_tool_call(name, arguments, tools)}" if approved else "denied: not done"
+            if approved:  # arguments the tool does not take are dropped, as in the agent's executor
+                status.value = f"approved: {run_tool_call(name, known_arguments(tools.get(name), arguments), tools)}"
+            else:
+                status.value = "denied: not done"
             for button in buttons:
                 button.disabled = True
 
