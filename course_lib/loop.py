@@ -179,13 +179,19 @@ def _ask(model: ChatModel, messages: list[Message], declared: list[dict[str, Any
 ANSWER_INSTRUCTION = "Answer the user's question in one plain sentence, using the tool results given."
 
 
+def question_and_results(question: str, results: list[tuple[str, dict[str, Any], str]]) -> str:
+    """The answer turn's user message: the question, then one ``name(arguments) = result`` line per call."""
+    lines = [f"{name}({json.dumps(arguments, ensure_ascii=False)}) = {result}" for name, arguments, result in results]
+    return f"Question: {question}\n\nTool results:\n" + "\n".join(lines)
+
+
 def answer_prompt(transcript: Transcript) -> list[Message]:
     """A fresh, tool-free conversation: the user's question and every tool result so far."""
     question = next(m["content"] for m in transcript.messages if m["role"] == "user")
-    results = [f"{name}({json.dumps(arguments, ensure_ascii=False)}) = {result['content']}"
+    results = [(name, arguments, result["content"])
                for turn in transcript.turns for (name, arguments), result in zip(turn.calls, turn.results)]
     return [{"role": "system", "content": ANSWER_INSTRUCTION},
-            {"role": "user", "content": f"Question: {question}\n\nTool results:\n" + "\n".join(results)}]
+            {"role": "user", "content": question_and_results(question, results)}]
 
 
 def answer_from_results(model: ChatModel, transcript: Transcript,

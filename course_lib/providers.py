@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 
 from . import dialects
-from .loop import ANSWER_INSTRUCTION
-from .tools import ToolFunction, canonical_arguments, run_tool_call, tool_schema
+from .loop import ANSWER_INSTRUCTION, call_key, question_and_results
+from .tools import ToolFunction, is_error, run_tool_call, tool_schema
 
 Message = dict[str, Any]
 Execute = Callable[[str, dict[str, Any]], str]
@@ -101,11 +101,6 @@ class Adapter:
 def _tools(tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The ``tools`` field, left out when there are none (a tool-free turn)."""
     return {"tools": tools} if tools else {}
-
-
-def is_error(result: str) -> bool:
-    """The course's tools report failures as text starting with ``error:`` (lesson 3)."""
-    return result.startswith("error:")
 
 
 class OllamaChat(Adapter):
@@ -271,12 +266,13 @@ def run(provider: Provider, system: str, user: str, tools: dict[str, ToolFunctio
     answered: list[tuple[ToolCall, str]] = []
     for _ in range(max_turns):
         reply = _ask(provider, result, system, result.messages, declared, max_tokens, temperature)
+        # New lists, never appends: each recorded request keeps the messages it was sent with.
         result.messages = [*result.messages, reply.message]
         if not reply.calls:
             return result
         for call in reply.calls:
-            seen[call.name + canonical_arguments(call.arguments)] += 1
-            if seen[call.name + canonical_arguments(call.arguments)] > max_identical_calls:
+            seen[call_key(call.name, call.arguments)] += 1
+            if seen[call_key(call.name, call.arguments)] > max_identical_calls:
                 if not answer_on_repeat:
                     raise LoopStopped(f"{call.name}{json.dumps(call.arguments)} was asked for again", result)
                 result.answer_turn = True
@@ -301,8 +297,8 @@ def _ask(provider: Provider, result: Run, system: str, messages: list[Message], 
 
 def answer_request(user: str, answered: list[tuple[ToolCall, str]]) -> Message:
     """The tool-free turn's one message: the question and every result so far (lesson 4's answer turn)."""
-    lines = [f"{call.name}({json.dumps(call.arguments, ensure_ascii=False)}) = {result}" for call, result in answered]
-    return {"role": "user", "content": f"Question: {user}\n\nTool results:\n" + "\n".join(lines)}
+    return {"role": "user", "content": question_and_results(user, [(call.name, call.arguments, result)
+                                                                  for call, result in answered])}
 
 
 # --- the differences table, read off real exchanges ----------------------------------------

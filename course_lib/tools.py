@@ -67,6 +67,11 @@ def canonical_arguments(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
+def is_error(result: str) -> bool:
+    """Whether a tool result reports a failure: the course's results do with an ``error:`` prefix."""
+    return result.startswith("error:")
+
+
 def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> str:
     """Run one call and return what goes back to the model: the result or a readable error."""
     if name not in tools:

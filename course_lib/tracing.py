@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .tools import canonical_arguments
+from .tools import canonical_arguments, is_error
 
 log = logging.getLogger("course_lib.tool_call")
 Executor = Callable[[str, dict[str, Any]], str]
@@ -37,7 +37,7 @@ def argument_hash(arguments: dict[str, Any]) -> str:
 
 def error_type(result: str) -> str | None:
     """The kind of failure a tool result reports, from the course's error prefixes."""
-    if not result.startswith("error:"):
+    if not is_error(result):
         return None
     for marker, kind in (("invalid arguments", "InvalidArguments"), ("there is no tool", "UnknownTool"),
                          ("failed", "ToolFailed"), ("not available", "Refused"),

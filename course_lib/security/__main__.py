@@ -31,8 +31,11 @@ def main(argv: list[str] | None = None) -> None:
     benign, attacked = table_cases(scenarios)
     client = connect()
     helper = EmbeddedServer()  # a second instance for tool-free calls keeps the agent's prompt cached
-    outcomes = run_table(TwoInstances(client, Client(helper.url)), scenarios, standard_defenses(), benign, attacked)
-    helper.stop()
+    try:
+        model = TwoInstances(client, Client(helper.url, model=client.model))
+        outcomes = run_table(model, scenarios, standard_defenses(), benign, attacked)
+    finally:
+        helper.stop()
     print(table_text(summarise(outcomes)))
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
     print("saved", save_table(outcomes, client.model, client.host, out))
