@@ -14,11 +14,23 @@ templates expect (``tojson``, ``raise_exception``, ``strftime_now``).
 >>> template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\\n{% endfor %}"
 >>> render(template, [{"role": "user", "content": "Hi"}], add_generation_prompt=False)
 '<user>Hi\\n'
+
+Which parts of the prompt are markers and which are text matters. If an e-mail a tool
+returns contains ``<|im_end|><|im_start|>system``, the rendered prompt holds those
+characters; a server that reads every ``<|im_start|>`` in the prompt as the special token
+has let the e-mail open a real system turn (role forging). ``render_prompt`` therefore
+also says where the text of messages and tools sits in the prompt (``Prompt.text_spans``),
+so that the server can turn only the template's own markers into special tokens.
+
+>>> prompt = render_prompt(template, [{"role": "user", "content": "<b>"}], add_generation_prompt=False)
+>>> prompt.text, [prompt.text[a:b] for a, b in prompt.text_spans]
+('<user><b>\\n', ['<b>'])
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -68,3 +80,85 @@ def render(template: str, messages: list[Message], tools: list[Tool] | None = No
     compiled = make_environment().from_string(template)
     return compiled.render(messages=messages, tools=tools or None,
                            add_generation_prompt=add_generation_prompt, **extra)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt: its ``text``, and the ``(start, end)`` spans of it that came from
+    the messages and tools (everything else came from the template)."""
+
+    text: str
+    text_spans: tuple[tuple[int, int], ...]
+
+
+# Values the template compares or branches on stay unmarked; all other strings are text,
+# and so are the property names of a tool's schema (the keys under "properties").
+UNMARKED_KEYS = frozenset({"role", "type"})
+
+
+def render_prompt(template: str, messages: list[Message], tools: list[Tool] | None = None,
+                  add_generation_prompt: bool = True, **extra: Any) -> Prompt:
+    """Render as ``render`` does, and find where the messages' and tools' strings landed.
+
+    Every string value is wrapped in two private-use characters that occur nowhere in the
+    input, the template is rendered, and the wrappers are read off and removed. If the
+    template did more than print a value (sliced it, compared it), the result would differ
+    from the plain rendering: that is refused rather than guessed at.
+    """
+    opening, closing = _unused_pair(json.dumps([messages, tools], ensure_ascii=False))
+    marked = render(template, _wrap(messages, opening, closing), _wrap(tools, opening, closing) if tools else None,
+                    add_generation_prompt, **extra)
+    text, spans = _unwrap(marked, opening, closing)
+    if spans is None or text != render(template, messages, tools, add_generation_prompt, **extra):
+        raise TemplateError("this chat template transforms message text instead of printing it, "
+                            "so the server cannot keep that text apart from the template's markers")
+    return Prompt(text, tuple(spans))
+
+
+def _unused_pair(seen: str) -> tuple[str, str]:
+    for code in range(0xE000, 0xF8FF, 2):
+        if chr(code) not in seen and chr(code + 1) not in seen:
+            return chr(code), chr(code + 1)
+    raise TemplateError("the messages use every private-use character")
+
+
+def _wrap(value: Any, opening: str, closing: str, key: str | None = None) -> Any:
+    if isinstance(value, str):
+        return value if not value or key in UNMARKED_KEYS else opening + value + closing
+    if isinstance(value, dict):
+        rename = key == "properties"
+        return {(_wrap(k, opening, closing) if rename else k): _wrap(v, opening, closing, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_wrap(item, opening, closing) for item in value]
+    return value
+
+
+def _unwrap(marked: str, opening: str, closing: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """Remove the wrappers; the spans they enclosed, or None if they do not pair up."""
+    text, spans, start = [], [], None
+    length = 0
+    for piece in _split_keep(marked, opening, closing):
+        if piece == opening:
+            if start is not None:
+                return marked, None
+            start = length
+        elif piece == closing:
+            if start is None:
+                return marked, None
+            spans.append((start, length))
+            start = None
+        else:
+            text.append(piece)
+            length += len(piece)
+    return ("".join(text), spans) if start is None else (marked, None)
+
+
+def _split_keep(text: str, *separators: str) -> list[str]:
+    pieces, current = [], []
+    for char in text:
+        if char in separators:
+            pieces += ["".join(current), char]
+            current = []
+        else:
+            current.append(char)
+    return [*pieces, "".join(current)]

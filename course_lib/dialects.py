@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 Message = dict[str, Any]
+MAX_OUTPUT_TOKENS = 32_768  # the server's bound on options.num_predict (wire.py)
 
 
 class DialectError(ValueError):
@@ -60,12 +61,27 @@ def _text(content: Any, where: str) -> str:
     raise DialectError(f"{where} must be a string or a list of text parts")
 
 
-def _require(body: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+def _require(body: Any, key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+    if not isinstance(body, dict):
+        raise DialectError(f"{where.rstrip('.') or 'body'}: must be an object")
     if key not in body:
         raise DialectError(f"{where}{key}: field required")
-    if not isinstance(body[key], kind):
-        raise DialectError(f"{where}{key}: wrong type")
-    return body[key]
+    return _typed(body[key], kind, f"{where}{key}")
+
+
+def _optional(body: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "") -> Any:
+    """``body[key]`` if it is there and not null, checked to be a ``kind``; else None."""
+    return None if body.get(key) is None else _typed(body[key], kind, f"{where}{key}")
+
+
+def _typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+    """``value`` if it is a ``kind`` (``True`` is no integer here), else a 400 that says so."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        expected = " or ".join({dict: "an object", list: "an array", str: "a string", int: "an integer",
+                                float: "a number", bool: "a boolean"}.get(k, k.__name__) for k in kinds)
+        raise DialectError(f"{where}: expected {expected}, got {type(value).__name__}")
+    return value
 
 
 # --- OpenAI Chat Completions -----------------------------------------------------------
@@ -76,8 +92,7 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
     messages, names_by_id = [], {}
     for i, message in enumerate(_require(body, "messages", list)):
         where = f"messages[{i}]"
-        if not isinstance(message, dict):
-            raise DialectError(f"{where} must be an object")
+        _typed(message, dict, where)
         role = message.get("role")
         if role == "developer":
             role = "system"
@@ -86,27 +101,30 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
         converted: Message = {"role": role, "content": _text(message.get("content"), f"{where}.content")}
         if role == "assistant" and message.get("tool_calls"):
             converted["tool_calls"] = []
-            for j, call in enumerate(message["tool_calls"]):
-                function = call.get("function") or {}
-                arguments = function.get("arguments", "")
+            for j, call in enumerate(_typed(message["tool_calls"], list, f"{where}.tool_calls")):
+                at = f"{where}.tool_calls[{j}]"
+                function = _require(call, "function", dict, f"{at}.")
+                name = _require(function, "name", str, f"{at}.function.")
+                arguments = function.get("arguments") or "{}"
                 if not isinstance(arguments, str):
-                    raise DialectError(f"{where}.tool_calls[{j}].function.arguments: expected a string "
-                                       f"(JSON text of the arguments), but got {type(arguments).__name__}")
+                    raise DialectError(f"{at}.function.arguments: expected a string (JSON text of the arguments), "
+                                       f"but got {type(arguments).__name__}")
                 try:
-                    parsed = json.loads(arguments or "{}")
-                except json.JSONDecodeError:
-                    raise DialectError(f"{where}.tool_calls[{j}].function.arguments is not valid JSON") from None
-                names_by_id[call.get("id")] = function.get("name", "")
-                converted["tool_calls"].append({"function": {"name": function.get("name", ""), "arguments": parsed}})
+                    parsed = json.loads(arguments)
+                except (json.JSONDecodeError, RecursionError):
+                    raise DialectError(f"{at}.function.arguments is not valid JSON") from None
+                names_by_id[_optional(call, "id", str, f"{at}.")] = name
+                converted["tool_calls"].append({"function": {"name": name, "arguments": _typed(
+                    parsed, dict, f"{at}.function.arguments (decoded)")}})
         if role == "tool":
-            call_id = message.get("tool_call_id")
+            call_id = _optional(message, "tool_call_id", str, f"{where}.")
             if not call_id:
                 raise DialectError(f"{where}.tool_call_id: field required for role 'tool'")
             if call_id not in names_by_id:
                 raise DialectError(f"{where}.tool_call_id: {call_id!r} answers no earlier tool call")
             converted["tool_name"] = names_by_id[call_id]
         messages.append(converted)
-    tools = body.get("tools") or None
+    tools = _optional(body, "tools", list) or None
     if body.get("tool_choice") == "none":
         tools = None
     options = {key: body[key] for key in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty")
@@ -114,19 +132,22 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     if limit is not None:
         options["num_predict"] = limit
-    if body.get("stop") is not None:
-        options["stop"] = [body["stop"]] if isinstance(body["stop"], str) else body["stop"]
+    stop = _optional(body, "stop", (str, list))
+    if stop is not None:
+        options["stop"] = [stop] if isinstance(stop, str) else stop
     return {"model": model, "messages": messages, "tools": tools, "options": options,
-            "format": _openai_format(body.get("response_format")), "stream": bool(body.get("stream", False))}
+            "format": _openai_format(_optional(body, "response_format", dict)),
+            "stream": _optional(body, "stream", bool) or False}
 
 
-def _openai_format(response_format: Any) -> str | dict[str, Any] | None:
+def _openai_format(response_format: dict[str, Any] | None) -> str | dict[str, Any] | None:
     if not response_format or response_format.get("type") == "text":
         return None
     if response_format.get("type") == "json_object":
         return "json"
     if response_format.get("type") == "json_schema":
-        return (response_format.get("json_schema") or {}).get("schema") or "json"
+        schema = _optional(response_format, "json_schema", dict, "response_format.") or {}
+        return _optional(schema, "schema", dict, "response_format.json_schema.") or "json"
     raise DialectError(f"response_format.type: unknown type {response_format.get('type')!r}")
 
 
@@ -167,6 +188,8 @@ def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
     """``/v1/messages`` body -> ``{"model", "messages", "tools", "options", "format", "stream"}``."""
     model = _require(body, "model", str)
     max_tokens = _require(body, "max_tokens", int)
+    if not 1 <= max_tokens <= MAX_OUTPUT_TOKENS:
+        raise DialectError(f"max_tokens: must be between 1 and {MAX_OUTPUT_TOKENS} on this server")
     messages: list[Message] = []
     system = body.get("system")
     if system:
@@ -174,7 +197,7 @@ def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
     names_by_id: dict[str, str] = {}
     for i, message in enumerate(_require(body, "messages", list)):
         where = f"messages.{i}"
-        role = message.get("role") if isinstance(message, dict) else None
+        role = _typed(message, dict, where).get("role")
         if role not in ("user", "assistant"):
             raise DialectError(f"{where}.role: must be 'user' or 'assistant' (tool results go in a user turn "
                                "as tool_result blocks)")
@@ -184,18 +207,19 @@ def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
             raise DialectError(f"{where}.content must be a string or a list of blocks")
         messages += (_anthropic_user(blocks, where, names_by_id) if role == "user"
                      else _anthropic_assistant(blocks, where, names_by_id))
-    tools = [{"type": "function", "function": {"name": _require(tool, "name", str, "tools.*."),
-                                               "description": tool.get("description", ""),
-                                               "parameters": tool.get("input_schema", {"type": "object"})}}
-             for tool in body.get("tools") or []] or None
-    if (body.get("tool_choice") or {}).get("type") == "none":
+    tools = [{"type": "function", "function": {"name": _require(tool, "name", str, f"tools.{i}."),
+                                               "description": _optional(tool, "description", str, f"tools.{i}.") or "",
+                                               "parameters": _optional(tool, "input_schema", dict, f"tools.{i}.")
+                                               or {"type": "object"}}}
+             for i, tool in enumerate(_optional(body, "tools", list) or [])] or None
+    if (_optional(body, "tool_choice", dict) or {}).get("type") == "none":
         tools = None
     options = {"num_predict": max_tokens}
     options.update({key: body[key] for key in ("temperature", "top_p", "top_k") if body.get(key) is not None})
     if body.get("stop_sequences"):
         options["stop"] = body["stop_sequences"]
     return {"model": model, "messages": messages, "tools": tools, "options": options, "format": None,
-            "stream": bool(body.get("stream", False))}
+            "stream": _optional(body, "stream", bool) or False}
 
 
 def _anthropic_user(blocks: list[Any], where: str, names_by_id: dict[str, str]) -> list[Message]:
@@ -207,7 +231,7 @@ def _anthropic_user(blocks: list[Any], where: str, names_by_id: dict[str, str]) 
         elif kind == "tool_result":
             if texts:
                 raise DialectError(f"{where}.content.{j}: tool_result blocks must come before any text")
-            call_id = block.get("tool_use_id")
+            call_id = _require(block, "tool_use_id", str, f"{where}.content.{j}.")
             if call_id not in names_by_id:
                 raise DialectError(f"{where}.content.{j}: tool_use_id {call_id!r} answers no tool_use block "
                                    "of the previous assistant turn")
@@ -226,11 +250,10 @@ def _anthropic_assistant(blocks: list[Any], where: str, names_by_id: dict[str, s
         if kind == "text":
             message["content"] += str(block.get("text", ""))
         elif kind == "tool_use":
-            if not isinstance(block.get("input"), dict):
-                raise DialectError(f"{where}.content.{j}.input: must be an object")
-            names_by_id[block.get("id")] = block.get("name", "")
-            message.setdefault("tool_calls", []).append({"function": {"name": block.get("name", ""),
-                                                                      "arguments": block["input"]}})
+            at = f"{where}.content.{j}."
+            arguments, name = _require(block, "input", dict, at), _require(block, "name", str, at)
+            names_by_id[_require(block, "id", str, at)] = name
+            message.setdefault("tool_calls", []).append({"function": {"name": name, "arguments": arguments}})
         elif kind == "tool_result":
             raise DialectError(f"{where}.content.{j}: tool_result blocks belong in a user turn, not an assistant turn")
         else:

@@ -14,6 +14,12 @@ Two things about llama.cpp shape this code:
   At temperature 0 a cached prefix can still change the output slightly (the cached path
   adds numbers in a different order); ``reset_each_request=True`` trades the speed-up
   for exact repeatability.
+
+And one thing about tokens: a chat prompt (``Prompt``) is tokenized so that only the
+template's own markers become special tokens. Text from messages and tools stays text,
+even when it spells ``<|im_start|>``: a web page cannot open a system turn. A raw prompt
+(a plain ``str``, ``/api/generate`` with ``raw``) is the caller's own template, so its
+markers are read as markers.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +39,7 @@ import llama_cpp
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_grammar import JSON_GBNF
 
-from .chat_template import render
+from .chat_template import Prompt, render, render_prompt
 from .wire import Format, Options
 
 # Ollama's defaults for the options a request leaves out.
@@ -43,6 +50,14 @@ DEFAULT_NUM_CTX = 4096
 
 class PromptTooLong(ValueError):
     """The prompt does not fit the context window (``num_ctx``)."""
+
+
+class BadFormat(ValueError):
+    """A ``format`` schema that cannot be turned into a grammar."""
+
+
+class ContextTooLarge(ValueError):
+    """A ``num_ctx`` above what this server allows, or one that could not be loaded."""
 
 
 @dataclass
@@ -61,13 +76,15 @@ class Engine:
     """A loaded model. Call ``generate()`` from one thread at a time."""
 
     def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX,
-                 n_threads: int | None = None, reset_each_request: bool = False) -> None:
+                 n_threads: int | None = None, reset_each_request: bool = False,
+                 max_n_ctx: int | None = None) -> None:
         self.name = name
         self.path = Path(path)
         self.n_threads = n_threads or self.default_threads()
         self.reset_each_request = reset_each_request
         self.default_n_ctx = n_ctx  # what a request without options.num_ctx gets
-        self.load_duration = self._load(n_ctx)
+        self.llm, self.load_duration = self._new_llama(n_ctx)
+        self.n_ctx = n_ctx
         self.metadata: dict[str, str] = dict(self.llm.metadata)
         self.template: str = self.metadata.get("tokenizer.chat_template", "")
         # Read once here: render() runs on the server's event loop and must not touch
@@ -75,18 +92,27 @@ class Engine:
         self.bos_token = self._token_text(self.llm.token_bos())
         self.eos_token = self._token_text(self.llm.token_eos())
         self.context_length = int(self.metadata.get(f"{self.architecture}.context_length", n_ctx))
+        self.max_n_ctx = min(max_n_ctx or self.context_length, self.context_length)
+        self.markers = self._control_tokens()
+        self.marker_pattern = re.compile("|".join(map(re.escape, sorted(self.markers, key=len, reverse=True))))
 
     @staticmethod
     def default_threads() -> int:
         """All cores (llama-cpp-python's own default is half of them: about half the speed here)."""
         return os.cpu_count() or 1
 
-    def _load(self, n_ctx: int) -> int:
+    def _new_llama(self, n_ctx: int) -> tuple[Llama, int]:
+        """A fresh llama.cpp instance with an ``n_ctx``-token context, and ns it took."""
         started = time.perf_counter_ns()
-        self.llm = Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=512,
-                         n_threads=self.n_threads, verbose=False)
-        self.n_ctx = n_ctx
-        return time.perf_counter_ns() - started
+        llm = Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=512, n_threads=self.n_threads, verbose=False)
+        return llm, time.perf_counter_ns() - started
+
+    def _control_tokens(self) -> dict[str, int]:
+        """The vocabulary's control tokens (``<|im_start|>``, ``<|im_end|>``, ...) by text."""
+        vocab = self.llm._model.vocab
+        return {self._token_text(token): token for token in range(llama_cpp.llama_vocab_n_tokens(vocab))
+                if llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+                and self._token_text(token)}
 
     @property
     def architecture(self) -> str:
@@ -97,11 +123,39 @@ class Engine:
         return render(self.template, messages, tools, add_generation_prompt=True,
                       bos_token=self.bos_token, eos_token=self.eos_token)
 
-    def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text``; special markers such as ``<|im_start|>`` become one token each."""
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Prompt:
+        """``render``, plus where the messages' and tools' text sits (see ``tokenize``)."""
+        return render_prompt(self.template, messages, tools, add_generation_prompt=True,
+                             bos_token=self.bos_token, eos_token=self.eos_token)
 
-    def generate(self, prompt: str, options: Options | None = None, format: Format = None,
+    def tokenize(self, prompt: str | Prompt) -> list[int]:
+        """Token ids of a prompt.
+
+        A raw ``str`` is the caller's own template: markers such as ``<|im_start|>`` in it
+        become one special token each. In a ``Prompt`` only the markers the template wrote
+        do; the same characters inside a message stay plain text (several ordinary tokens).
+        Between markers the text is tokenized in one piece, exactly as a raw prompt is.
+        """
+        if isinstance(prompt, str):
+            return self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        tokens: list[int] = []
+        cursor = 0
+        for start, end in self._template_markers(prompt):
+            tokens += self._plain_tokens(prompt.text[cursor:start]) + [self.markers[prompt.text[start:end]]]
+            cursor = end
+        return tokens + self._plain_tokens(prompt.text[cursor:])
+
+    def _template_markers(self, prompt: Prompt) -> list[tuple[int, int]]:
+        """Spans of control-token text that lie outside every message's text."""
+        found, spans = [], list(prompt.text_spans)
+        for template_start, template_end in _gaps(spans, len(prompt.text)):
+            found += [match.span() for match in self.marker_pattern.finditer(prompt.text, template_start, template_end)]
+        return found
+
+    def _plain_tokens(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+
+    def generate(self, prompt: str | Prompt, options: Options | None = None, format: Format = None,
                  cancel: threading.Event | None = None) -> Iterator[str | GenerationStats]:
         """Yield the new text piece by piece; the last item is the ``GenerationStats``.
 
@@ -159,12 +213,24 @@ class Engine:
                               finished - first_token_at, load_duration)
 
     def _fit_context(self, num_ctx: int | None) -> int:
-        """Reload with a new context size when a request asks for one (Ollama does the same)."""
-        wanted = min(num_ctx or self.default_n_ctx, self.context_length)
+        """Reload with a new context size when a request asks for one (Ollama does the same).
+
+        The new instance is loaded before the old one is let go: if the load fails (not
+        enough memory, say), the server keeps serving with the context it had.
+        """
+        wanted = num_ctx or self.default_n_ctx
+        if wanted > self.max_n_ctx:
+            raise ContextTooLarge(f"options.num_ctx must be at most {self.max_n_ctx} on this server; "
+                                  f"{wanted} was asked for")
         if wanted == self.n_ctx:
             return 0
-        del self.llm
-        return self._load(wanted)
+        try:
+            llm, duration = self._new_llama(wanted)
+        except Exception as error:  # llama.cpp reports a failed allocation as ValueError or RuntimeError
+            raise ContextTooLarge(f"could not load a context of {wanted} tokens ({error}); "
+                                  f"the server keeps its context of {self.n_ctx}") from None
+        self.llm, self.n_ctx = llm, wanted
+        return duration
 
     def grammar_for(self, format: Format) -> LlamaGrammar | None:
         """A llama.cpp grammar that only allows JSON (``"json"``) or JSON of a given schema.
@@ -177,17 +243,30 @@ class Engine:
             return None
         if format == "json":
             return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
-        grammar = LlamaGrammar.from_json_schema(json.dumps(format), verbose=False)
+        try:
+            grammar = LlamaGrammar.from_json_schema(json.dumps(format), verbose=False)
+        except Exception as error:  # the converter asserts, indexes and recurses on what it does not know
+            raise BadFormat(f"the format schema could not be turned into a grammar: "
+                            f"{type(error).__name__}: {error}"[:300]) from None
         compiled = llama_cpp.llama_sampler_init_grammar(
             self.llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
         if not compiled:
-            raise ValueError("the format schema could not be turned into a valid llama.cpp grammar "
+            raise BadFormat("the format schema could not be turned into a valid llama.cpp grammar "
                              "(regex patterns are the usual cause); drop the pattern and validate it afterwards")
         llama_cpp.llama_sampler_free(compiled)
         return grammar
 
     def _token_text(self, token: int) -> str:
         return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace") if token >= 0 else ""
+
+
+def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
+    """The parts of ``range(length)`` that no span covers (spans sorted, not overlapping)."""
+    gaps, cursor = [], 0
+    for start, end in spans:
+        gaps.append((cursor, start))
+        cursor = end
+    return [*gaps, (cursor, length)]
 
 
 def _first_stop(text: str, stops: list[str]) -> int | None:

@@ -26,6 +26,7 @@ stays in ``content`` (Ollama drops an undeclared call).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import os
@@ -35,22 +36,25 @@ import string
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
+from jinja2 import TemplateError as JinjaError
+
 from . import __version__, dialects
-from .chat_template import TemplateError
-from .engine import Engine, GenerationStats, PromptTooLong
+from .chat_template import Prompt, TemplateError
+from .engine import BadFormat, ContextTooLarge, Engine, GenerationStats, PromptTooLong
 from .models import REGISTRY, resolve_model
 from .scheduler import QueueFull, Scheduler
+from .server_guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
 from .tool_parser import parse_tool_calls, possible_call_start
 from .validation import describe_errors
 from .wire import ChatRequest, GenerateRequest, ShowRequest
@@ -75,8 +79,27 @@ def new_call_id() -> str:
     return "call_" + "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
 
 
-def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
-    """The FastAPI application serving ``engine`` under the name ``engine.name``."""
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+def error_body(path: str, message: str, status: int) -> dict[str, Any]:
+    """An error in the format of the API that ``path`` belongs to."""
+    if path.startswith("/v1/messages"):
+        return dialects.anthropic_error(message, status)
+    if path.startswith("/v1/"):
+        return dialects.openai_error(message, status)
+    return {"error": message}
+
+
+def create_app(engine: Engine, max_queue: int = 8, bound_host: str = "127.0.0.1",
+               allowed_origins: list[str] | None = None) -> FastAPI:
+    """The FastAPI application serving ``engine`` under the name ``engine.name``.
+
+    ``bound_host`` is the address the server listens on: on loopback, requests must name a
+    loopback host. ``allowed_origins`` adds web pages that may call it (default: the
+    ``COURSE_ORIGINS`` environment variable); pages on this machine always may.
+    """
     scheduler = Scheduler(engine, max_queue)
 
     @asynccontextmanager
@@ -86,14 +109,21 @@ def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
 
     app = FastAPI(title="course_lib embedded Ollama-compatible server", lifespan=lifespan)
     app.state.scheduler = scheduler
+    app.add_middleware(OriginAndHostGuard, bound_host=bound_host, error_body=error_body,
+                       extra_origins=allowed_origins)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
         return JSONResponse({"error": error.message}, status_code=error.status)
 
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, error: ClientGone) -> Response:
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(error.detail).lower()}, status_code=error.status_code)
+        message = str(error.detail).lower()
+        return JSONResponse(error_body(request.url.path, message, error.status_code), status_code=error.status_code)
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
@@ -125,8 +155,8 @@ def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
         check_model(engine, body.model)
         if not body.messages:  # Ollama: an empty chat just loads the model
             return JSONResponse(loaded_response(engine, {"message": {"role": "assistant", "content": ""}}))
-        events = await start_chat(engine, scheduler, body)
-        return await respond(engine, events, body.stream, started, "message")
+        events = await unless_client_leaves(request, start_chat(engine, scheduler, body))
+        return await respond(request, engine, events, body.stream, started, "message")
 
     @app.post("/api/generate")
     async def generate(request: Request):
@@ -136,13 +166,13 @@ def create_app(engine: Engine, max_queue: int = 8) -> FastAPI:
         if not body.prompt:  # Ollama: an empty prompt just loads the model
             return JSONResponse(loaded_response(engine, {"response": ""}))
         if body.raw:
-            prompt = body.prompt
+            prompt: str | Prompt = body.prompt  # the caller's own template: its markers are markers
         else:
             system = [{"role": "system", "content": body.system}] if body.system else []
             prompt = render_or_400(engine, [*system, {"role": "user", "content": body.prompt}], None)
-        pieces = await start_generation(scheduler, prompt, body)
+        pieces = await unless_client_leaves(request, start_generation(scheduler, prompt, body))
         events = chat_events(pieces, set())
-        return await respond(engine, events, body.stream, started, "response")
+        return await respond(request, engine, events, body.stream, started, "response")
 
     @app.get("/v1/models")
     async def openai_models() -> dict[str, Any]:
@@ -172,7 +202,7 @@ async def dialect_chat(engine: Engine, scheduler: Scheduler, request: Request, t
         translated = translate(await read_json(request))
         check_model(engine, translated["model"])
         body = ChatRequest.model_validate(translated)
-        events = await start_chat(engine, scheduler, body)
+        events = await unless_client_leaves(request, start_chat(engine, scheduler, body))
     except dialects.DialectError as problem:
         return JSONResponse(error(str(problem), problem.status), status_code=problem.status)
     except ValidationError as problem:
@@ -180,7 +210,7 @@ async def dialect_chat(engine: Engine, scheduler: Scheduler, request: Request, t
     except ApiError as problem:
         return JSONResponse(error(problem.message, problem.status), status_code=problem.status)
     if not body.stream:
-        return JSONResponse(whole(engine.name, *await collect(events)))
+        return JSONResponse(whole(engine.name, *await unless_client_leaves(request, collect(events))))
 
     async def sse() -> AsyncIterator[bytes]:
         try:
@@ -273,14 +303,27 @@ async def anthropic_sse(model: str, events: AsyncIterator[dict[str, Any] | Gener
 
 
 async def read_json(request: Request) -> dict[str, Any]:
-    """The body as a JSON object, or a 400 that says what is wrong."""
+    """The body as a JSON object, or a 4xx that says what is wrong (``server_guard``)."""
     try:
-        data = json.loads(await request.body() or b"{}")
-    except json.JSONDecodeError as error:
-        raise ApiError(400, f"invalid JSON body: {error}") from None
-    if not isinstance(data, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    return data
+        check_content_type(request.headers.get("content-type"))
+        return parse_json_object(await read_limited(request.stream()))
+    except BadRequest as refused:
+        raise ApiError(refused.status, refused.message) from None
+
+
+async def unless_client_leaves(request: Request, work: Awaitable[Any]) -> Any:
+    """Await ``work``, but give up (cancelling it, which stops its generation) as soon as
+    the client has closed the connection: nobody would read the answer."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.25)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                raise ClientGone()
+    finally:
+        task.cancel()
 
 
 async def read_body(request: Request, model: type[Body]) -> Body:
@@ -299,14 +342,14 @@ def check_model(engine: Engine, name: str) -> None:
         raise ApiError(404, f"model '{name}' not found")
 
 
-def render_or_400(engine: Engine, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+def render_or_400(engine: Engine, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Prompt:
     try:
-        return engine.render(messages, tools)
-    except TemplateError as error:
+        return engine.render_prompt(messages, tools)
+    except (TemplateError, JinjaError, TypeError) as error:
         raise ApiError(400, f"the chat template refused these messages: {error}") from None
 
 
-async def start_generation(scheduler: Scheduler, prompt: str,
+async def start_generation(scheduler: Scheduler, prompt: str | Prompt,
                            body: ChatRequest | GenerateRequest) -> AsyncIterator[str | GenerationStats]:
     """Queue the generation and wait for its first piece, so that errors found before any
     text exists (queue full, prompt too long, a schema llama.cpp cannot compile) still get
@@ -318,9 +361,9 @@ async def start_generation(scheduler: Scheduler, prompt: str,
     pieces = scheduler.generate(prompt, body.options, body.format)
     try:
         first = await anext(pieces)
-    except PromptTooLong as error:
+    except (PromptTooLong, BadFormat, ContextTooLarge) as error:
         raise ApiError(400, str(error)) from None
-    except (ValueError, RuntimeError) as error:  # e.g. a JSON schema the grammar builder rejects
+    except (ValueError, RuntimeError) as error:
         raise ApiError(400, f"could not start generation: {error}") from None
 
     async def replay() -> AsyncIterator[str | GenerationStats]:
@@ -379,7 +422,7 @@ async def chat_events(pieces: AsyncIterator[str | GenerationStats],
             yield {"content": ready}
 
 
-async def respond(engine: Engine, events: AsyncIterator[dict[str, Any] | GenerationStats],
+async def respond(request: Request, engine: Engine, events: AsyncIterator[dict[str, Any] | GenerationStats],
                   stream: bool, started: int, field: str):
     """Send the events as NDJSON lines (``stream``) or as one JSON object."""
 
@@ -395,7 +438,7 @@ async def respond(engine: Engine, events: AsyncIterator[dict[str, Any] | Generat
                 "eval_count": stats.eval_count, "eval_duration": stats.eval_duration}
 
     if not stream:
-        content, calls, stats = await collect(events)
+        content, calls, stats = await unless_client_leaves(request, collect(events))
         return JSONResponse(final(stats, {"content": content, **({"tool_calls": calls} if calls else {})}))
 
     async def ndjson() -> AsyncIterator[bytes]:
@@ -487,6 +530,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=11434)
     parser.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the model")
     parser.add_argument("--num-ctx", type=int, default=4096, help="context window at start-up")
+    parser.add_argument("--max-num-ctx", type=int, default=None,
+                        help="largest options.num_ctx a request may ask for (default: the model's own length)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--reset-cache", action="store_true",
                         help="evaluate every prompt from scratch: exact repeatability, no prefix reuse")
@@ -496,10 +541,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid:
         exit_with_parent(args.parent_pid)
     name, path = resolve_model()
-    engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache)
+    engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache,
+                    max_n_ctx=args.max_num_ctx)
     print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s", file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(create_app(engine, args.max_queue), host=args.host, port=args.port,
+    config = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,
                             log_level=os.environ.get("COURSE_SERVER_LOG", "warning"),
                             timeout_graceful_shutdown=2)
     # uvicorn catches SIGINT/SIGTERM, finishes shutting down, then raises the signal again

@@ -118,6 +118,9 @@ def _json_values(text: str) -> list[tuple[int, int, Any]]:
             value, end = decoder.raw_decode(text, index)
         except json.JSONDecodeError:
             value, end = _doubled_braces(text, index, decoder)
+        except RecursionError:  # brackets nested deeper than Python recurses: no call is that deep
+            index = _after_opening_run(text, index)
+            continue
         if end is None:
             index += 1
             continue
@@ -126,12 +129,19 @@ def _json_values(text: str) -> list[tuple[int, int, Any]]:
     return found
 
 
+def _after_opening_run(text: str, index: int) -> int:
+    """The index after a run of opening brackets."""
+    while index < len(text) and text[index] in "{[":
+        index += 1
+    return index
+
+
 def _doubled_braces(text: str, index: int, decoder: json.JSONDecoder) -> tuple[Any, int | None]:
     if not text.startswith("{{", index):
         return None, None
     try:
         value, end = decoder.raw_decode(text, index + 1)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None, None
     return (value, end + 1) if text.startswith("}", end) else (None, None)
 

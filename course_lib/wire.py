@@ -6,13 +6,47 @@ touches the model, so a malformed request gets a clear ``{"error": ...}`` with s
 
 Field names, types and defaults follow Ollama's API (``docs/api.md`` in its repository
 and the official Python client's ``_types.py``).
+
+Every input is bounded, because a server is only as safe as its largest accepted input
+(a thousand stop strings or a ``repeat_last_n`` of two billion would otherwise cost every
+later request its share of the model). The limits, each answered with a 400 that names it:
+
+=====================  ===========================  =============================================
+what                   limit                        why this number
+=====================  ===========================  =============================================
+request body           4 MiB, UTF-8 JSON            32k tokens of text is ~130 KB; room for tools
+JSON nesting           64 levels                    tool schemas nest a few levels, not hundreds
+``messages``           1,024                        a long agent run is tens of turns
+``tools``              128                          each costs ~80 prompt tokens (lesson 8)
+tool names             1-64 of ``A-Za-z0-9_.:-``    OpenAI's rule, plus the dots and colons of MCP
+``stop``               16 strings of 1-128 chars    each is checked after every generated token
+``temperature``        0 to 5                       finite; above 2 the text is noise anyway
+``top_k``              0 to 10,000                  0 switches it off
+``top_p``, ``min_p``   0 to 1                       probabilities
+``repeat_penalty``     0 to 10                      1 is off
+presence, frequency    -2 to 2                      OpenAI's range
+``repeat_last_n``      -1 to 4,096                  -1 means the whole context
+``seed``               -1 to 4,294,967,295          llama.cpp seeds are 32-bit; -1 is random
+``num_predict``        -2 to 32,768                 -1 and -2: until the context is full
+``num_ctx``            16 to the server's maximum   every new size reloads the model
+=====================  ===========================  =============================================
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_JSON_DEPTH = 64
+MAX_MESSAGES = 1024
+MAX_TOOLS = 128
+MAX_STOPS = 16
+MAX_STOP_LENGTH = 128
+
+ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]  # pydantic's Rust regex: $ is the very end
+StopString = Annotated[str, StringConstraints(min_length=1, max_length=MAX_STOP_LENGTH)]
 
 
 class Options(BaseModel):
@@ -23,26 +57,26 @@ class Options(BaseModel):
     Options that llama.cpp has no use for here are accepted and ignored.
     """
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
-    temperature: float | None = None
-    seed: int | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-    num_predict: int | None = None
-    num_ctx: int | None = Field(default=None, ge=16)
-    stop: list[str] | None = None
-    repeat_penalty: float | None = None
-    repeat_last_n: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
+    temperature: float | None = Field(default=None, ge=0, le=5)
+    seed: int | None = Field(default=None, ge=-1, le=2**32 - 1)
+    top_k: int | None = Field(default=None, ge=0, le=10_000)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    num_predict: int | None = Field(default=None, ge=-2, le=32_768)
+    num_ctx: int | None = Field(default=None, ge=16)  # the upper bound is the server's (--max-num-ctx)
+    stop: list[StopString] | None = Field(default=None, max_length=MAX_STOPS)
+    repeat_penalty: float | None = Field(default=None, ge=0, le=10)
+    repeat_last_n: int | None = Field(default=None, ge=-1, le=4096)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
 
 
 class FunctionCall(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    name: str
+    name: ToolName
     arguments: dict[str, Any] = Field(default_factory=dict)
     index: int | None = None
 
@@ -63,14 +97,14 @@ class Message(BaseModel):
     content: str = ""
     images: list[str] | None = None
     tool_calls: list[ToolCallIn] | None = None
-    tool_name: str | None = None
+    tool_name: ToolName | None = None
     thinking: str | None = None
 
 
 class FunctionDeclaration(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    name: str = Field(min_length=1)
+    name: ToolName
     description: str | None = None
     parameters: dict[str, Any] | None = None
 
@@ -89,8 +123,8 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str = ""
-    messages: list[Message] = Field(default_factory=list)
-    tools: list[ToolDeclaration] | None = None
+    messages: list[Message] = Field(default_factory=list, max_length=MAX_MESSAGES)
+    tools: list[ToolDeclaration] | None = Field(default=None, max_length=MAX_TOOLS)
     format: Format = None
     options: Options | None = None
     stream: StrictBool = True  # Ollama streams unless told otherwise

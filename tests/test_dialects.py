@@ -94,7 +94,7 @@ def test_an_anthropic_error_result_is_marked_for_the_model():
      "belong in a user turn"),
     (lambda m: m[2]["content"].reverse(), "must come before any text"),
     (lambda m: m[2]["content"][0].update(tool_use_id="toolu_9"), "answers no tool_use block"),
-    (lambda m: m[1]["content"][1].update(input='{"city": "Tokyo"}'), "input: must be an object"),
+    (lambda m: m[1]["content"][1].update(input='{"city": "Tokyo"}'), "input: expected an object"),
 ])
 def test_anthropic_porting_mistakes_are_refused_with_the_reason(change, message):
     messages = anthropic_turns()

@@ -163,7 +163,8 @@ def test_generate_raw_sends_the_prompt_as_is(url):
     ({"model": MODEL, "messages": TIME_QUESTION, "stream": "yes"}, 400, "stream"),
 ])
 def test_bad_requests_get_an_ollama_error_and_the_server_stays_up(url, body, status, message):
-    kwargs = {"content": body} if isinstance(body, bytes) else {"json": body}
+    kwargs = ({"content": body, "headers": {"content-type": "application/json"}} if isinstance(body, bytes)
+              else {"json": body})
     response = httpx.post(url + "/api/chat", timeout=60, **kwargs)
     assert response.status_code == status
     assert message in response.json()["error"]

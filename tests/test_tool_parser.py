@@ -84,3 +84,11 @@ def test_real_outputs_of_the_model(case):
     reply = parse_tool_calls(case["output"], set(case["tools"]))
     assert [{"name": c.name, "arguments": c.arguments, "style": c.style} for c in reply.tool_calls] == case["calls"]
     assert reply.content == case["content"]
+
+
+def test_model_output_nested_deeper_than_python_recurses_is_content_not_a_crash():
+    for text in ("[" * 5000, "{{" * 3000, "<tool_call>" + "[" * 3000 + "</tool_call>", "```json\n" + "[" * 3000):
+        parsed = parse_tool_calls(text, {"now"})
+        assert parsed.tool_calls == [] and parsed.content == text.strip()
+    after = parse_tool_calls("[" * 3000 + ' {"name": "now", "arguments": {}}', {"now"})
+    assert [call.name for call in after.tool_calls] == ["now"]

@@ -1,0 +1,182 @@
+"""What the server refuses before it reads a request, and how it reads the body safely.
+
+A model server on ``127.0.0.1`` is not private: every web page the learner opens runs
+JavaScript that may send requests to it. Browsers send some requests (a POST with a
+``text/plain`` body, say) without asking the server first, and a page can make its own
+host name point at ``127.0.0.1`` (DNS rebinding) to read the answers. So, as Ollama does:
+
+- a request that says it comes from a web page (``Origin``) is refused unless that page is
+  on this machine (``localhost``, ``127.0.0.1``, ``[::1]``) or allowed in ``COURSE_ORIGINS``
+  (comma-separated, ``*`` as a wildcard, like ``OLLAMA_ORIGINS``);
+- a request whose ``Host`` is not a loopback name is refused while the server listens on
+  loopback (a rebound name such as ``attacker.example`` gives itself away there);
+- a body must be declared as JSON, be UTF-8, fit in ``MAX_BODY_BYTES``, nest at most
+  ``MAX_JSON_DEPTH`` levels, and hold only finite numbers and well-formed text.
+
+Each refusal is a 4xx with a message that says what to change, in the error format of the
+API the path belongs to.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from .wire import MAX_BODY_BYTES, MAX_JSON_DEPTH
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+APP_SCHEMES = ("app", "file", "tauri", "vscode-webview", "vscode-file")  # Ollama allows these too
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class BadRequest(Exception):
+    """A request refused before it reached the model: ``status`` and a message that helps."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost``, ``*.localhost`` or a loopback address (``127.0.0.0/8``, ``::1``)."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """``127.0.0.1:11434`` -> ``127.0.0.1``; ``[::1]:80`` -> ``::1``."""
+    return urlsplit("//" + header).hostname or ""
+
+
+def origin_allowed(origin: str, extra: list[str]) -> bool:
+    """Whether a browser page at ``origin`` may use the server."""
+    parts = urlsplit(origin)
+    if parts.scheme in APP_SCHEMES:
+        return True
+    if parts.scheme in ("http", "https") and (parts.hostname in LOOPBACK_NAMES or is_loopback(parts.hostname or "")):
+        return True
+    return any(fnmatch.fnmatchcase(origin, pattern) for pattern in extra)
+
+
+def allowed_origins_from_env() -> list[str]:
+    return [item.strip() for item in os.environ.get("COURSE_ORIGINS", "").split(",") if item.strip()]
+
+
+def check_origin_and_host(headers: dict[str, str], bound_host: str, extra_origins: list[str]) -> None:
+    """Raise ``BadRequest(403)`` for a foreign web page or a foreign ``Host`` name."""
+    origin = headers.get("origin")
+    if origin is not None and not origin_allowed(origin, extra_origins):
+        raise BadRequest(403, f"origin {origin!r} is not allowed: only pages on this machine may use this "
+                              "server (set COURSE_ORIGINS to allow another)")
+    host = headers.get("host")
+    if host is not None and is_loopback(bound_host) and not is_loopback(host_name(host)):
+        raise BadRequest(403, f"host {host!r} is not allowed: this server answers only to loopback names "
+                              "such as localhost and 127.0.0.1")
+
+
+def check_content_type(content_type: str | None) -> None:
+    """A body must say it is JSON (a browser can send ``text/plain`` to any site without asking)."""
+    kind = (content_type or "").split(";")[0].strip().lower()
+    if kind != "application/json" and not kind.endswith("+json"):
+        raise BadRequest(415, f"the body must be sent as Content-Type: application/json, not {kind or 'nothing'!r} "
+                              "(curl: add -H 'Content-Type: application/json')")
+
+
+async def read_limited(chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES) -> bytes:
+    """The whole body, or ``BadRequest(413)`` as soon as it grows past ``limit`` bytes."""
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > limit:
+            raise BadRequest(413, f"the request body is larger than {limit // (1024 * 1024)} MiB")
+    return bytes(body)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text[:20]} is too large for a number")
+    return value
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """Decode a UTF-8 JSON object, refusing what would hurt later: other encodings,
+    ``NaN``/``Infinity`` and numbers that overflow, deep nesting, lone surrogates."""
+    if b"\x00" in body:  # JSON text never holds a NUL byte; UTF-16 text is full of them
+        raise BadRequest(400, "invalid JSON body: it must be UTF-8 (it holds NUL bytes: UTF-16?)")
+    try:
+        text = body.decode("utf-8") if body else "{}"
+    except UnicodeDecodeError as error:
+        raise BadRequest(400, f"invalid JSON body: it must be UTF-8 ({error.reason} at byte {error.start})") from None
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise BadRequest(400, f"invalid JSON body: nested more than {MAX_JSON_DEPTH} levels deep") from None
+    except ValueError as error:  # JSONDecodeError, NaN, overflow, an integer of thousands of digits
+        raise BadRequest(400, f"invalid JSON body: {error}") from None
+    if not isinstance(data, dict):
+        raise BadRequest(400, "the request body must be a JSON object")
+    check_depth_and_text(data)
+    return data
+
+
+def check_depth_and_text(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """Walk ``value`` without recursion: at most ``limit`` levels, and no lone surrogate
+    (``"\\ud800"`` is valid JSON but no valid text; it would fail later, when encoded)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            raise BadRequest(400, f"invalid JSON body: nested more than {limit} levels deep")
+        if isinstance(item, str):
+            if LONE_SURROGATE.search(item):
+                raise BadRequest(400, "invalid JSON body: a string holds a lone surrogate (\\ud800-\\udfff)")
+        elif isinstance(item, dict):
+            stack += [(key, depth) for key in item] + [(child, depth + 1) for child in item.values()]
+        elif isinstance(item, list):
+            stack += [(child, depth + 1) for child in item]
+
+
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+class OriginAndHostGuard:
+    """ASGI middleware: refuse foreign origins and hosts before any route runs."""
+
+    def __init__(self, app: ASGIApp, bound_host: str, error_body: Callable[[str, str, int], dict[str, Any]],
+                 extra_origins: list[str] | None = None) -> None:
+        self.app = app
+        self.bound_host = bound_host
+        self.error_body = error_body
+        self.extra_origins = allowed_origins_from_env() if extra_origins is None else extra_origins
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        if scope["type"] == "http":
+            headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+            try:
+                check_origin_and_host(headers, self.bound_host, self.extra_origins)
+            except BadRequest as refused:
+                body = json.dumps(self.error_body(scope["path"], refused.message, refused.status)).encode()
+                await send({"type": "http.response.start", "status": refused.status,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
