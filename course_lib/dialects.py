@@ -105,7 +105,7 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
                 at = f"{where}.tool_calls[{j}]"
                 function = _require(call, "function", dict, f"{at}.")
                 name = _require(function, "name", str, f"{at}.function.")
-                arguments = function.get("arguments") or "{}"
+                arguments = "{}" if function.get("arguments") in (None, "") else function["arguments"]
                 if not isinstance(arguments, str):
                     raise DialectError(f"{at}.function.arguments: expected a string (JSON text of the arguments), "
                                        f"but got {type(arguments).__name__}")

@@ -97,6 +97,7 @@ CORPUS = [
     ("/api/chat", chat(tools=[{"type": "function", "function": {"name": "x" * 65}}]), {}, 400, "name"),
     ("/api/chat", chat(tools=[{"type": "function", "function": {"name": "now\n"}}]), {}, 400, "name"),
     ("/api/chat", chat(messages=[{"role": "tool", "content": "1", "tool_name": "a\nb"}]), {}, 400, "tool_name"),
+    ("/api/chat", chat(messages=[{"role": "user", "content": "hi", "images": "not-a-list"}]), {}, 400, "images"),
     ("/api/chat", chat(messages=HI * 1025), {}, 400, "messages"),
     ("/api/chat", chat(tools=[NOW_TOOL] * 129), {}, 400, "tools"),
     ("/api/chat", chat(stream="yes"), {}, 400, "stream"),
