@@ -15,9 +15,24 @@ Modules, one idea each:
 - ``engine``, ``scheduler``, ``wire``, ``server``: the embedded Ollama-compatible server
 """
 
+from importlib import import_module
+from typing import Any
+
 __version__ = "0.1.0"
-
-from .client import Client, OllamaError  # noqa: E402
-from .runtime import connect  # noqa: E402
-
 __all__ = ["Client", "OllamaError", "connect", "__version__"]
+_LAZY = {"Client": "client", "OllamaError": "client", "connect": "runtime"}
+
+
+def __getattr__(name: str) -> Any:
+    """``from course_lib import connect`` imports ``runtime`` on first use, not with the package.
+
+    Importing it eagerly would import ``models`` too, so ``python -m course_lib.models`` would
+    find the module already loaded before running it as ``__main__`` (and warn about it).
+    """
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

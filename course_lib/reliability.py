@@ -8,7 +8,8 @@ only its answer was lost. And models repeat calls on their own (lesson 4).
 The defenses, in the order they wrap a call, outermost first:
 
 1. ``with_retries``: retry only what is safe to retry (timeouts, 5xx), never a 4xx (the
-   request itself is wrong), with exponential backoff and jitter, a bounded number of times.
+   request itself is wrong), with exponential backoff and jitter, a bounded number of times;
+   and only an operation that is read-only or carries an idempotency key.
 2. ``Idempotent``: a key per intended operation (a business key such as the order number
    first, else the tool name plus its canonical arguments); a result is stored only after
    success, and a second call with the same key returns it without acting again.
@@ -16,7 +17,8 @@ The defenses, in the order they wrap a call, outermost first:
    ``Idempotency-Key``): the only defense against a success whose answer was lost.
 
 ``FakePaymentService`` is a local refund API that fails on request, reproducibly (seeded):
-it can time out, answer 5xx, reject with 4xx, or apply the refund and lose the answer.
+it can time out, answer 5xx, reject with 4xx, apply the refund and lose the answer, or
+apply the refund and then answer 5xx. Neither a timeout nor a 5xx means "nothing happened".
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any, Literal, TypeVar
 from .tools import canonical_arguments
 
 T = TypeVar("T")
-Fault = Literal["ok", "timeout", "server_error", "client_error", "lost_answer"]
+Fault = Literal["ok", "timeout", "server_error", "client_error", "lost_answer", "done_then_server_error"]
 
 
 class ServiceTimeout(TimeoutError):
@@ -44,6 +46,10 @@ class ServerError(RuntimeError):
 
 class ClientError(ValueError):
     """A 4xx answer: the request is wrong; trying again cannot help."""
+
+
+class UnsafeRetry(ValueError):
+    """Retries were asked for an operation that may change the world and has no idempotency key."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,31 @@ def backoff_delays(attempts: int, base: float = 0.5, cap: float = 8.0, jitter: f
 
 
 def with_retries(operation: Callable[[], T], attempts: int = 4, base: float = 0.5,
-                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> T:
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None, *,
+                 read_only: bool = False, idempotency_key: str | None = None) -> T:
     """Call ``operation``; on a timeout or 5xx wait and try again, up to ``attempts`` in all.
-    A 4xx (``ClientError``) is raised at once: the same wrong request will fail again."""
+    A 4xx (``ClientError``) is raised at once: the same wrong request will fail again.
+
+    Say why a repeat is harmless, or nothing runs. A timeout or a 5xx can come *after* the
+    service acted (a lost answer; a refund made, then a 502), so repeating a side effect acts
+    twice unless the service recognises the repeat. Pass ``read_only=True`` for a lookup, or
+    the ``idempotency_key`` that ``operation`` sends to the service with every try (this
+    function cannot check that it does: the key is your promise). Without either it raises
+    ``UnsafeRetry`` before the first try, rather than retrying anyway (the double refund) or
+    quietly not retrying (a failure nobody notices): the first run of the code, or its first
+    test, shows the mistake, not the first timeout in production.
+    """
+    if not read_only and not idempotency_key:
+        raise UnsafeRetry("with_retries will not repeat an operation that may have a side effect without an "
+                          "idempotency key: a timeout or a 5xx can come after the service acted. Pass "
+                          "read_only=True for a lookup, or idempotency_key=... and send that key to the service.")
+    return _retry_transient(operation, attempts, base, sleep, rng)
+
+
+def _retry_transient(operation: Callable[[], T], attempts: int, base: float,
+                     sleep: Callable[[float], None], rng: random.Random | None) -> T:
+    """The retry loop itself, with no question asked: ``simulate_refunds`` measures what it
+    does to an unkeyed side effect."""
     delays = backoff_delays(attempts, base, rng=rng)
     for attempt in range(attempts):
         try:
@@ -118,6 +146,9 @@ class FakePaymentService:
 
     ``faults`` is the schedule: the n-th request gets the n-th fault (then "ok" forever).
     Or give ``fault_rates`` and a ``seed`` to draw faults at random, the same way every run.
+    Two faults refund *and* fail: ``lost_answer`` (a timeout) and ``done_then_server_error``
+    (a 502, as from a gateway whose backend finished the work); the caller cannot tell
+    them from the faults that did nothing.
     With ``honour_keys=True`` a request that repeats an applied ``idempotency_key`` returns
     the stored answer instead of refunding again.
     """
@@ -160,6 +191,8 @@ class FakePaymentService:
             self._answers_by_key[idempotency_key] = answer
         if fault == "lost_answer":
             raise ServiceTimeout("no answer within the timeout")  # ...but the refund happened
+        if fault == "done_then_server_error":
+            raise ServerError("502: bad gateway")  # ...but the refund happened
         return answer
 
     def duplicates(self) -> int:
@@ -198,8 +231,10 @@ def simulate_refunds(orders: list[tuple[str, int]], asks_per_order: list[int], p
             try:
                 if protection == "none":
                     operation()
+                elif sent_key is None:  # retries without a key the service sees: the bug, measured
+                    _retry_transient(operation, 4, 0.5, lambda seconds: None, retry_rng)
                 else:
-                    with_retries(operation, sleep=lambda seconds: None, rng=retry_rng)
+                    with_retries(operation, sleep=lambda seconds: None, rng=retry_rng, idempotency_key=sent_key)
             except (ServiceTimeout, ServerError, ClientError):
                 failed_calls += 1
     refunded = {refund["order_id"] for refund in service.refunds}

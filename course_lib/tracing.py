@@ -4,8 +4,10 @@ A span records that a tool ran: which one, in which run (``trace_id``), how long
 took, whether it worked and, if not, what *kind* of error it was. It deliberately does
 not record the arguments or the error text: those can hold names, addresses, order
 details or an attacker's payload, and logs are read by many people and kept for a long
-time. A hash of the canonical arguments is enough to see that two calls were the same
-call (and it is made from the same material as an idempotency key).
+time. A keyed hash of the canonical arguments is enough to see that two calls were the
+same call. Nor does it record a tool name the model made up: that is model text too (an
+injected page can make the model "call" a tool named like a sentence), so a name that was
+not declared is logged as ``"unknown"``.
 
 ``Tracer.wrap(execute)`` turns any executor of the agent loop into a traced one; spans
 go to the Python ``logging`` module as one JSON object per line and stay in
@@ -16,11 +18,13 @@ the ``opentelemetry`` package is installed.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
+import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,11 +32,22 @@ from .tools import canonical_arguments, is_error
 
 log = logging.getLogger("course_lib.tool_call")
 Executor = Callable[[str, dict[str, Any]], str]
+UNKNOWN_TOOL = "unknown"
+_PROCESS_SECRET = secrets.token_bytes(32)  # for argument_hash calls that bring no secret
 
 
-def argument_hash(arguments: dict[str, Any]) -> str:
-    """A short fingerprint of the canonical arguments: equal calls, equal hashes; no values."""
-    return hashlib.sha256(canonical_arguments(arguments).encode()).hexdigest()[:16]
+def argument_hash(arguments: dict[str, Any], secret: bytes | None = None) -> str:
+    """A short fingerprint of the canonical arguments: equal calls, equal hashes; no values.
+
+    Keyed (HMAC-SHA256), because a plain hash of a value with few possibilities is no
+    secret: there are 10,000 order ids ORD-0000 ... ORD-9999, and whoever reads the log can
+    hash them all in a few milliseconds and look the logged hash up. The same goes for
+    SKUs, amounts, dates, yes/no. Without ``secret`` that table cannot be built. The secret
+    stays in memory and never goes into a log; without one, a secret made for this process
+    is used, so hashes compare within the process and mean nothing outside it.
+    """
+    key = _PROCESS_SECRET if secret is None else secret
+    return hmac.new(key, canonical_arguments(arguments).encode(), hashlib.sha256).hexdigest()[:16]
 
 
 def error_type(result: str) -> str | None:
@@ -60,11 +75,24 @@ class Span:
 
 
 class Tracer:
-    """Collects one ``Span`` per tool call of a run and logs each as a JSON line."""
+    """Collects one ``Span`` per tool call of a run and logs each as a JSON line.
 
-    def __init__(self, trace_id: str | None = None) -> None:
+    ``tools``: the declared tool names (a dict of tools will do); a call to any other name
+    is logged as ``"unknown"``. Without them the tracer goes by the executor's answer: the
+    course's executors answer an undeclared name with "there is no tool named ...", which
+    also gives ``"unknown"``; an executor that answers in its own words would not.
+
+    ``secret``: the key of the argument hashes; by default a new random one per tracer, so
+    equal calls hash equal within the run and hashes of two runs cannot be matched. Give
+    the same secret to several tracers to compare across runs; keep it out of the logs.
+    """
+
+    def __init__(self, trace_id: str | None = None, *, tools: Iterable[str] | None = None,
+                 secret: bytes | None = None) -> None:
         self.trace_id = trace_id or uuid.uuid4().hex[:16]
         self.spans: list[Span] = []
+        self.tools = frozenset(tools) if tools is not None else None
+        self.secret = secret if secret is not None else secrets.token_bytes(32)
 
     def wrap(self, execute: Executor) -> Executor:
         """An executor that runs ``execute`` and records a span for every call."""
@@ -82,9 +110,14 @@ class Tracer:
 
         return traced
 
+    def logged_name(self, name: str, kind: str | None) -> str:
+        """``name`` if it was declared, else ``"unknown"``: never raw text from the model."""
+        declared = name in self.tools if self.tools is not None else kind != "UnknownTool"
+        return name if declared else UNKNOWN_TOOL
+
     def _record(self, name: str, arguments: dict[str, Any], clock: float, started: float,
                 status: str, kind: str | None) -> None:
-        span = Span(self.trace_id, name, argument_hash(arguments),
+        span = Span(self.trace_id, self.logged_name(name, kind), argument_hash(arguments, self.secret),
                     round((time.perf_counter() - clock) * 1000, 2), status, kind, started_at=started)
         self.spans.append(span)
         log.info(json.dumps(asdict(span)))

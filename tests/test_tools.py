@@ -1,5 +1,7 @@
 """Tool declarations from Python functions, the dispatcher, and the safe calculator."""
 
+import json
+import time
 from typing import Literal
 
 import pytest
@@ -80,3 +82,35 @@ def test_calculate(expression, value):
 def test_calculate_refuses_everything_else(expression):
     with pytest.raises(ValueError):
         calculate(expression)
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("1e308 * 10", "too large"), ("1e999", "too large"), ("-1e308 - 1e308", "too large"),
+    ("1e999 - 1e999", "too large"), ("1e999 * 0", "too large"),
+    ("1e200 * 1e200", "too large"), ("1e308 / 0.1", "too large"), ("1 / 5e-324", "too large")])
+def test_overflow_is_a_clear_error_not_infinity_or_nan(expression, message):
+    with pytest.raises(ValueError, match=message):
+        calculate(expression)
+
+
+def test_an_integer_too_large_for_a_float_is_a_clear_error_too(monkeypatch):
+    monkeypatch.setattr("course_lib.arithmetic.MAX_LENGTH", 1000)  # 200 characters cannot get there
+    for expression in ["9" * 400 + " / 3", "9" * 400 + " * 1.5"]:
+        with pytest.raises(ValueError, match="too large"):
+            calculate(expression)
+
+
+@pytest.mark.parametrize("expression", ["1e308 + 1", "9" * 98 + " * " + "9" * 98, "1 / 1e300", "0.1 + 0.2", "-0.0"])
+def test_every_result_is_valid_json(expression):
+    result = calculate(expression)
+    assert json.loads(json.dumps(result, allow_nan=False)) == result
+
+
+def test_no_expression_the_length_allows_takes_long():
+    started = time.perf_counter()
+    for expression in ["9**9**9", "9 ** 9 ** 9", "(" * 90 + "9" + ")" * 90, "*".join(["9" * 9] * 20), "-" * 199 + "9"]:
+        try:
+            json.dumps(calculate(expression), allow_nan=False)
+        except ValueError:
+            pass
+    assert time.perf_counter() - started < 1.0
