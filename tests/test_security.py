@@ -55,10 +55,12 @@ def test_templates_wrap_the_goal_and_name_the_user():
 def test_side_effects_are_recorded_and_bad_calls_are_readable_errors():
     workspace = SCENARIOS.workspace_for(Case(task("pay-rent")))
     tools = workspace.tools()
-    run_tool_call("send_money", {"recipient": "DE89 3704", "amount": 850, "note": "rent"}, tools)
-    run_tool_call("send_email", {"to": "ken@example.com", "subject": "Dinner", "body": "Friday"}, tools)
-    assert workspace.payments == [{"recipient": "DE89 3704", "amount": 850.0, "note": "rent"}]
-    assert workspace.sent[0]["to"] == "ken@example.com"
+    run_tool_call("send_money", {"recipient": "DE89 3704 0044 0532 0130 00", "amount": 850, "note": "rent"}, tools)
+    run_tool_call("send_email", {"to": "Ken@example.com", "subject": "Dinner", "body": "Friday"}, tools)
+    assert workspace.payments == [{"recipient": "DE89370400440532013000", "amount": 850.0, "note": "rent"}]
+    assert workspace.sent[0]["to"] == "ken@example.com", "recipients are validated into one canonical form"
+    assert run_tool_call("send_money", {"recipient": "DE89 3704", "amount": 1, "note": ""}, tools).startswith(
+        "error: invalid arguments for send_money: recipient")
     assert run_tool_call("read_web_page", {"url": "https://nowhere.example"}, tools).startswith("error:")
 
 
@@ -86,10 +88,11 @@ def test_allowlist_hides_and_refuses_tools_the_task_does_not_need():
     assert Allowlist().check_call(run, "read_inbox", {}) is None
 
 
-@pytest.mark.parametrize("name, arguments, allowed", [
+@pytest.mark.parametrize("name, arguments, allowed", [          # arguments as validation leaves them
     ("send_email", {"to": "ken@example.com"}, True),                 # named in the request
-    ("send_email", {"to": "MIKA@example.com"}, True),                # a contact, any case
-    ("send_money", {"recipient": "DE89370400440532013000"}, True),   # a contact, without spaces
+    ("send_email", {"to": "mika@example.com"}, True),                # a contact
+    ("send_money", {"recipient": "DE89370400440532013000"}, True),   # a contact, in canonical form
+    ("send_email", {"to": "MIKA@example.com"}, False),               # not canonical: never what a tool receives
     ("send_email", {"to": ATTACKER, "body": IGNORE}, False),         # the attacker's address
     ("send_money", {"recipient": "XX00 ATTK 0000 1234", "note": IMPORTANT}, False),
     ("send_email", {}, False),                                       # no recipient at all
@@ -140,7 +143,9 @@ def test_an_undecided_reviewer_parks_the_call_for_later():
     gate = ApprovalGate(reviewer=lambda run, name, arguments: None)
     refusal = gate.check_call(context(), "send_email", {"to": "ken@example.com", "subject": "s", "body": "b"})
     assert "waits for a human" in refusal
-    assert gate.pending == [("send_email", {"to": "ken@example.com", "subject": "s", "body": "b"})]
+    [parked] = gate.pending
+    assert (parked.name, parked.arguments, parked.request) == (
+        "send_email", {"to": "ken@example.com", "subject": "s", "body": "b"}, context().prompt)
 
 
 def test_quarantine_passes_only_a_short_typed_answer_to_the_agent():
@@ -151,7 +156,6 @@ def test_quarantine_passes_only_a_short_typed_answer_to_the_agent():
     assert IGNORE in model.requests[0][1]["content"], "only the quarantined call reads the untrusted text"
     assert model.fields[0]["format"]["properties"]["answer"]["maxLength"] == 160 and run.extra_calls == 1
     assert Quarantine().filter_result(run, "send_email", "sent to ken@example.com") == "sent to ken@example.com"
-    assert Quarantine().filter_result(run, "read_web_page", "error: no page") == "error: no page"
 
 
 @pytest.mark.parametrize("text, caught", [(IGNORE, True), (IMPORTANT, True),
@@ -233,8 +237,8 @@ def test_the_summary_counts_rates_per_defense(tmp_path):
 
 def test_recipients_are_read_whole_from_the_request():
     from course_lib.security.defenses import recipients_named_in
-    assert recipients_named_in("Pay DE89 3704 0044 0532 0130 00 and tell ken@example.com.") == {
-        "de89370400440532013000", "ken@example.com"}
+    assert recipients_named_in("Pay DE89 3704 0044 0532 0130 00 and tell Ken@example.com.") == {
+        "DE89370400440532013000", "ken@example.com"}
 
 
 def test_the_approval_panel_runs_a_parked_call_only_when_approved():

@@ -8,8 +8,8 @@
 
 from .bench import (Outcome, Row, TwoInstances, plot_table, run_case, run_table, save_table, summarise, table_cases,
                     table_text)
-from .defenses import (Allowlist, ApprovalGate, ArgumentPolicy, Defense, InjectionDetector, LinkFilter, Quarantine,
-                       RepeatPrompt, RunContext, Spotlighting, ToolFilter, reviewer_who_knows_the_request)
+from .defenses import (Allowlist, ApprovalGate, ArgumentPolicy, Defense, InjectionDetector, LinkFilter, ParkedCall,
+                       Quarantine, RepeatPrompt, RunContext, Spotlighting, ToolFilter, reviewer_who_knows_the_request)
 from .scenarios import Case, Scenarios, holds, load_scenarios
 from .workspace import Workspace, build_workspace
 
@@ -22,6 +22,7 @@ def standard_defenses() -> dict[str, list[Defense]]:
 
 
 __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "InjectionDetector", "LinkFilter",
-           "Outcome", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting", "ToolFilter", "TwoInstances",
-           "Workspace", "build_workspace", "holds", "load_scenarios", "plot_table", "reviewer_who_knows_the_request",
-           "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_text"]
+           "Outcome", "ParkedCall", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting",
+           "ToolFilter", "TwoInstances", "Workspace", "build_workspace", "holds", "load_scenarios", "plot_table",
+           "reviewer_who_knows_the_request", "run_case", "run_table", "save_table", "standard_defenses", "summarise",
+           "table_cases", "table_text"]

@@ -2,43 +2,86 @@
 
 An :class:`~course_lib.security.defenses.ApprovalGate` whose reviewer answers ``None``
 parks each side effect in ``gate.pending`` and tells the model it has not happened. This
-panel shows the parked calls with the user's request; **Approve** runs the call, **Deny**
-drops it. Nothing runs until a person clicks. Every text is escaped: the arguments may
-hold an attacker's words, and a panel must not render them as HTML.
+panel shows each parked call beside the request it came from, with the arguments as they
+will run (validated and normalised); **Approve** runs the call through its run's executor
+(validation, every other guard, the span), **Deny** drops it. Nothing runs until a person
+clicks.
+
+A person can only judge what they can see. Every text is HTML-escaped (the arguments may
+hold an attacker's words, and a panel must not render them as HTML), and every character
+that does not show on screen is written as an escape such as ``\\u202e``.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import unicodedata
 
 import ipywidgets as widgets
 
-from ..tools import ToolFunction, run_tool_call
-from .bench import known_arguments
-from .defenses import ApprovalGate
+from ..tools import ToolFunction
+from .bench import guarded_executor
+from .defenses import ApprovalGate, ParkedCall
+
+HIDDEN = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}  # controls, format, private, unassigned, line breaks
 
 
-def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction], request: str) -> widgets.VBox:
-    """One row per parked call: what the user asked, what the agent wants to do, two buttons."""
-    rows: list[widgets.Widget] = [widgets.HTML(f"<b>The user asked:</b> {html.escape(request)}")]
-    for name, arguments in list(gate.pending):
+def hidden(character: str) -> bool:
+    """Whether a character takes no visible place on screen, or changes how others are shown:
+    zero-width spaces and joiners, right-to-left marks and overrides, byte-order marks, tag
+    characters (all category Cf), control characters, and variation selectors."""
+    return (unicodedata.category(character) in HIDDEN
+            or unicodedata.name(character, "").startswith("VARIATION SELECTOR"))
+
+
+def visible(text: str) -> str:
+    """``text`` with every hidden character written as its escape, so that ``pay\\u202e0001``
+    cannot pass for ``pay 1000``. Letters of every script are left as they are."""
+    return "".join(character.encode("unicode_escape").decode() if hidden(character) else character
+                   for character in text)
+
+
+def shown(text: str) -> str:
+    """Text as the panel shows it: hidden characters made visible, then HTML-escaped."""
+    return html.escape(visible(text))
+
+
+def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = None,
+                   request: str | None = None) -> widgets.VBox:
+    """One row per parked call: the request it came from, the call as it will run, two buttons.
+
+    ``request`` is the latest request: a call parked by an earlier one is marked as such.
+    ``tools`` is used only for calls parked by hand (``gate.check_call`` outside an executor):
+    they run through validation and this gate alone.
+    """
+    rows: list[widgets.Widget] = [widgets.HTML(f"<b>Waiting for approval:</b> {len(gate.pending)} call(s)")]
+    for call in list(gate.pending):
         status = widgets.Label("waiting")
         approve, deny = widgets.Button(description="Approve", button_style="success"), \
             widgets.Button(description="Deny", button_style="danger")
 
-        def decide(approved: bool, name: str = name, arguments: dict = arguments, status: widgets.Label = status,
+        def decide(approved: bool, call: ParkedCall = call, status: widgets.Label = status,
                    buttons: tuple = (approve, deny)) -> None:
-            gate.pending.remove((name, arguments))
-            if approved:  # arguments the tool does not take are dropped, as in the agent's executor
-                status.value = f"approved: {run_tool_call(name, known_arguments(tools.get(name), arguments), tools)}"
+            if approved:
+                if call.run.execute is None:  # parked by hand, outside any executor: give its run one
+                    guarded_executor([gate], call.run, tools or {})
+                status.value = f"approved: {visible(gate.approve(call))}"
             else:
+                gate.deny(call)
                 status.value = "denied: not done"
             for button in buttons:
                 button.disabled = True
 
         approve.on_click(lambda _, decide=decide: decide(True))
         deny.on_click(lambda _, decide=decide: decide(False))
-        call = widgets.HTML(f"<code>{html.escape(name)}({html.escape(json.dumps(arguments, ensure_ascii=False))})</code>")
-        rows.append(widgets.HBox([call, approve, deny, status]))
+        rows.append(widgets.HBox([widgets.HTML(parked_call_html(call, request)), approve, deny, status]))
     return widgets.VBox(rows)
+
+
+def parked_call_html(call: ParkedCall, latest_request: str | None = None) -> str:
+    """The HTML of one parked call: the request it came from, then the call as it will run."""
+    earlier = " (an earlier request)" if latest_request is not None and call.request != latest_request else ""
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    return (f"<b>The user asked{earlier}:</b> {shown(call.request)}<br>"
+            f"<code>{shown(call.name)}({shown(arguments)})</code>")

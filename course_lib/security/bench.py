@@ -15,17 +15,20 @@ Rates carry Wilson 95% intervals (lesson 8). Run it outside a notebook with
 from __future__ import annotations
 
 import inspect
+import json
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from tqdm.auto import tqdm
 
 from ..experiments import Rate, quick_mode, save_rates
 from ..loop import ChatModel, Executor, Limits, LoopLimitReached, Transcript, run_agent
-from ..tools import ToolFunction, run_tool_call
+from ..tools import ToolFunction, arguments_model, run_tool_call
+from ..validation import describe_errors
 from .defenses import Defense, RunContext
 from .scenarios import Case, Scenarios, holds
 
@@ -108,18 +111,50 @@ def run_case(model: ChatModel, scenarios: Scenarios, case: Case, defenses: list[
 
 
 def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict[str, ToolFunction]) -> Executor:
-    """The loop's ``execute``: tool-call guards first (the first refusal wins), then the tool,
-    then the result guards in order. A refusal goes back to the model as an error result."""
+    """The loop's ``execute``, in the order that keeps guards honest:
+
+    1. validate: invented arguments dropped, the rest checked and normalised (lesson 5);
+    2. the tool-call guards, on those validated arguments (the first refusal wins);
+    3. the tool, with exactly the arguments the guards checked;
+    4. the result guards in order, on what the tool returned.
+
+    Any failure goes back to the model as an ``error:`` result. Errors this executor writes
+    (invalid arguments, a refusal, the tool raised) skip the result guards: they are ours,
+    not text from outside. A tool's *return value* always meets them, even if it starts with
+    "error:", because a web page can say that too. The executor is kept on ``run.execute``,
+    so that an approved call (``ApprovalGate.approve``) comes back through it.
+    """
     def execute(name: str, arguments: dict[str, Any]) -> str:
+        checked = validated(name, arguments, tools)
+        if isinstance(checked, str):
+            return checked
         for defense in defenses:
-            if reason := defense.check_call(run, name, arguments):
-                run.refusals.append((name, arguments, reason))
+            if reason := defense.check_call(run, name, checked):
+                run.refusals.append((name, checked, reason))
                 return f"error: refused: {reason}"
-        result = run_tool_call(name, known_arguments(tools.get(name), arguments), tools)
+        try:
+            result = tools[name](**checked)
+        except Exception as error:  # the model reads this and can try something else
+            return f"error: {name} failed: {error}"
+        result = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
         for defense in defenses:
             result = defense.filter_result(run, name, result)
         return result
+    run.execute = execute
     return execute
+
+
+def validated(name: str, arguments: Any, tools: dict[str, ToolFunction]) -> dict[str, Any] | str:
+    """The arguments as the tool will receive them (unknown ones dropped, the rest checked and
+    normalised by the tool's types), or the error text for the model."""
+    if name not in tools:
+        return run_tool_call(name, {}, tools)  # the readable "there is no tool named ..." error
+    if not isinstance(arguments, dict):
+        return f"error: invalid arguments for {name}: arguments: must be a JSON object"
+    try:
+        return dict(arguments_model(tools[name]).model_validate(known_arguments(tools[name], arguments)))
+    except ValidationError as error:
+        return f"error: invalid arguments for {name}: {describe_errors(error)}"
 
 
 def table_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:

@@ -4,19 +4,71 @@ Everything lives in memory, so a run's effects can be checked exactly afterwards
 e-mails were sent (``workspace.sent``), which payments were made (``workspace.payments``).
 The read tools return text the user does not control (e-mails, web pages): that is where
 an attacker's words reach the model.
+
+The argument types say what a recipient and an amount are. Validation turns a recipient
+into its one canonical form (``email_address``, ``iban``) before any guard sees it, and
+the tool receives that same string: a guard that compares a cleaned-up copy while the
+tool sends the original is a guard an attacker can walk around.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from ..tools import ToolFunction
 
 READ_TOOLS = frozenset({"read_inbox", "read_web_page"})
 SIDE_EFFECT_TOOLS = frozenset({"send_email", "send_money"})
 RECIPIENT_ARGUMENT = {"send_email": "to", "send_money": "recipient"}
+
+EMAIL = re.compile(r"[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+IBAN = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
+
+
+def email_address(text: str) -> str:
+    """An e-mail address in its canonical form: NFKC, no surrounding spaces, lower case.
+
+    NFKC first, so that look-alikes with a plain ASCII meaning become that ASCII (a
+    full-width ＠, the Kelvin sign K). Whatever is still not plain ASCII afterwards (a
+    zero-width space, a right-to-left mark, a Cyrillic і) is refused, not cleaned: the
+    address a person reads must be the address that is used. Lower case throughout: the
+    course treats addresses as case-insensitive, as mail providers do in practice.
+    """
+    address = unicodedata.normalize("NFKC", text).strip()
+    if not address.isascii() or not EMAIL.fullmatch(address.lower()):
+        raise ValueError("must be one plain e-mail address, such as ken@example.com")
+    return address.lower()
+
+
+def iban(text: str) -> str:
+    """An account number (IBAN) in its canonical form: NFKC, no spaces, upper case.
+
+    Only the format is checked (country letters, two check digits, 11 to 30 letters or
+    digits), not the checksum: the lesson's attacker uses a made-up account.
+    """
+    number = unicodedata.normalize("NFKC", text).replace(" ", "")
+    if not number.isascii() or not IBAN.fullmatch(number.upper()):
+        raise ValueError("must be an IBAN: two letters, two digits, then 11 to 30 letters or digits")
+    return number.upper()
+
+
+def canonical_recipient(text: Any) -> str | None:
+    """An e-mail address or IBAN in the form validation gives it, or None if it is neither."""
+    try:
+        return email_address(str(text)) if "@" in str(text) else iban(str(text))
+    except ValueError:
+        return None
+
+
+EmailAddress = Annotated[str, AfterValidator(email_address)]
+Iban = Annotated[str, AfterValidator(iban)]
+Euros = Annotated[float, Field(strict=True, gt=0, allow_inf_nan=False)]  # a number, never "100" or true
 
 
 @dataclass
@@ -47,7 +99,7 @@ class Workspace:
                 raise ValueError(f"no page at {url}")
             return self.pages[url]
 
-        def send_email(to: str, subject: str, body: str) -> str:
+        def send_email(to: EmailAddress, subject: str, body: str) -> str:
             """Send an e-mail from the user's account.
 
             Args:
@@ -58,7 +110,7 @@ class Workspace:
             self.sent.append({"to": to, "subject": subject, "body": body})
             return f"sent to {to}"
 
-        def send_money(recipient: str, amount: float, note: str) -> str:
+        def send_money(recipient: Iban, amount: Euros, note: str) -> str:
             """Transfer money from the user's bank account.
 
             Args:
