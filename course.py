@@ -77,6 +77,16 @@ def setup() -> None:
     run(python(), "-m", "course_lib.models", "fetch")
 
 
+MODEL_IS_HERE = ("import os, sys; from course_lib.models import DEFAULT_MODEL, is_fetched, spec_for; "
+                 "sys.exit(0 if os.environ.get('COURSE_MODEL_PATH') "
+                 "or is_fetched(spec_for(os.environ.get('COURSE_MODEL', DEFAULT_MODEL))) else 1)")
+
+
+def model_fetched() -> bool:
+    """Whether the model the course will use is here and verified (size and checksum)."""
+    return subprocess.run([str(python()), "-c", MODEL_IS_HERE], capture_output=True, cwd=ROOT).returncode == 0
+
+
 def check() -> int:
     """Say OK or FAIL for each requirement, without changing anything."""
     checks = [
@@ -88,9 +98,7 @@ def check() -> int:
         probe = subprocess.run([str(python()), "-c", "import course_lib, llama_cpp, jupyterlab, nbval"],
                                capture_output=True, cwd=ROOT)
         checks.append(("course packages installed", probe.returncode == 0))
-        listing = subprocess.run([str(python()), "-m", "course_lib.models", "list"],
-                                 capture_output=True, text=True, cwd=ROOT).stdout
-        checks.append(("default model fetched", " fetched " in listing.splitlines()[0] if listing else False))
+        checks.append(("the chosen model fetched (COURSE_MODEL, default the 0.5B one)", model_fetched()))
     for label, ok in checks:
         print(f"[{'OK' if ok else 'FAIL'}] {label}")
     return 0 if all(ok for _, ok in checks) else 1
@@ -102,9 +110,7 @@ def grade(args: list[str]) -> int:
     The report is the only output when nothing is missing, so it can be piped or saved.
     """
     install()
-    listing = subprocess.run([str(python()), "-m", "course_lib.models", "list"],
-                             capture_output=True, text=True, cwd=ROOT).stdout
-    if " fetched " not in (listing.splitlines() or [""])[0]:
+    if not model_fetched():
         run(python(), "-m", "course_lib.models", "fetch")
     return subprocess.run([str(python()), "-m", "course_lib.gradebook", *args]).returncode
 
