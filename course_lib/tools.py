@@ -74,16 +74,28 @@ def is_error(result: str) -> bool:
 
 def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> str:
     """Run one call and return what goes back to the model: the result or a readable error."""
+    checked = validate_call(name, arguments, tools)
+    if isinstance(checked, str):
+        return checked
+    try:
+        return as_text(tools[name](**checked))
+    except Exception as error:  # the model reads this and can try something else
+        return f"error: {name} failed: {error}"
+
+
+def validate_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> dict[str, Any] | str:
+    """The arguments as the tool will receive them (checked and normalised by its types),
+    or the error text for the model when the tool or the arguments are wrong."""
     if name not in tools:
         return f"error: there is no tool named {name!r}; the tools are: {', '.join(sorted(tools))}"
     try:
-        checked = arguments_model(tools[name]).model_validate(arguments)
+        return dict(arguments_model(tools[name]).model_validate(arguments))
     except ValidationError as error:
         return f"error: invalid arguments for {name}: {describe_errors(error)}"
-    try:
-        result = tools[name](**dict(checked))
-    except Exception as error:  # the model reads this and can try something else
-        return f"error: {name} failed: {error}"
+
+
+def as_text(result: Any) -> str:
+    """A tool's return value as the text the model reads (JSON unless it is text already)."""
     return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
 

@@ -15,20 +15,17 @@ Rates carry Wilson 95% intervals (lesson 8). Run it outside a notebook with
 from __future__ import annotations
 
 import inspect
-import json
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from tqdm.auto import tqdm
 
 from ..experiments import Rate, quick_mode, save_rates
 from ..loop import ChatModel, Executor, Limits, LoopLimitReached, Transcript, run_agent
-from ..tools import ToolFunction, arguments_model, run_tool_call
-from ..validation import describe_errors
+from ..tools import ToolFunction, as_text, validate_call
 from .defenses import Defense, RunContext
 from .scenarios import Case, Scenarios, holds
 
@@ -133,10 +130,9 @@ def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict[str, 
                 run.refusals.append((name, checked, reason))
                 return f"error: refused: {reason}"
         try:
-            result = tools[name](**checked)
+            result = as_text(tools[name](**checked))
         except Exception as error:  # the model reads this and can try something else
             return f"error: {name} failed: {error}"
-        result = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
         for defense in defenses:
             result = defense.filter_result(run, name, result)
         return result
@@ -147,14 +143,9 @@ def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict[str, 
 def validated(name: str, arguments: Any, tools: dict[str, ToolFunction]) -> dict[str, Any] | str:
     """The arguments as the tool will receive them (unknown ones dropped, the rest checked and
     normalised by the tool's types), or the error text for the model."""
-    if name not in tools:
-        return run_tool_call(name, {}, tools)  # the readable "there is no tool named ..." error
-    if not isinstance(arguments, dict):
+    if name in tools and not isinstance(arguments, dict):
         return f"error: invalid arguments for {name}: arguments: must be a JSON object"
-    try:
-        return dict(arguments_model(tools[name]).model_validate(known_arguments(tools[name], arguments)))
-    except ValidationError as error:
-        return f"error: invalid arguments for {name}: {describe_errors(error)}"
+    return validate_call(name, known_arguments(tools.get(name), arguments), tools)
 
 
 def table_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
