@@ -30,6 +30,7 @@ so that the server can turn only the template's own markers into special tokens.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -137,7 +138,7 @@ def _unwrap(marked: str, opening: str, closing: str) -> tuple[str, list[tuple[in
     """Remove the wrappers; the spans they enclosed, or None if they do not pair up."""
     text, spans, start = [], [], None
     length = 0
-    for piece in _split_keep(marked, opening, closing):
+    for piece in re.split(f"([{opening}{closing}])", marked):
         if piece == opening:
             if start is not None:
                 return marked, None
@@ -151,14 +152,3 @@ def _unwrap(marked: str, opening: str, closing: str) -> tuple[str, list[tuple[in
             text.append(piece)
             length += len(piece)
     return ("".join(text), spans) if start is None else (marked, None)
-
-
-def _split_keep(text: str, *separators: str) -> list[str]:
-    pieces, current = [], []
-    for char in text:
-        if char in separators:
-            pieces += ["".join(current), char]
-            current = []
-        else:
-            current.append(char)
-    return [*pieces, "".join(current)]

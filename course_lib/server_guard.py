@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 from .wire import MAX_BODY_BYTES, MAX_JSON_DEPTH
 
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 APP_SCHEMES = ("app", "file", "tauri", "vscode-webview", "vscode-file")  # Ollama allows these too
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -65,7 +64,7 @@ def origin_allowed(origin: str, extra: list[str]) -> bool:
     parts = urlsplit(origin)
     if parts.scheme in APP_SCHEMES:
         return True
-    if parts.scheme in ("http", "https") and (parts.hostname in LOOPBACK_NAMES or is_loopback(parts.hostname or "")):
+    if parts.scheme in ("http", "https") and (parts.hostname == "0.0.0.0" or is_loopback(parts.hostname or "")):
         return True
     return any(fnmatch.fnmatchcase(origin, pattern) for pattern in extra)
 
