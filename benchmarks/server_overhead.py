@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 from llama_cpp import Llama
 
-from course_lib.engine import Engine
+from course_lib.server.engine import Engine
 from course_lib.models import resolve_model
 from course_lib.runtime import EmbeddedServer
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from . import dialects
+from .server import dialects
 from .loop import ANSWER_INSTRUCTION, call_key, question_and_results
 from .tools import ToolFunction, is_error, run_tool_call, tool_schema
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from course_lib import dialects
-from course_lib.dialects import DialectError
+from course_lib.server import dialects
+from course_lib.server.dialects import DialectError
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

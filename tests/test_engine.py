@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from course_lib.engine import BadFormat, ContextTooLarge, Engine
+from course_lib.server.engine import BadFormat, ContextTooLarge, Engine
 from course_lib.models import resolve_model
-from course_lib.wire import Options
+from course_lib.server.wire import Options
 
 pytestmark = pytest.mark.model
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from course_lib import dialects
+from course_lib.server import dialects
 from course_lib.providers import ADAPTERS, LoopStopped, Provider, differences_table, run
 
 SYSTEM = "You are the kiosk's assistant."

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from course_lib.server_guard import (BadRequest, check_content_type, check_origin_and_host, origin_allowed,
+from course_lib.server.guard import (BadRequest, check_content_type, check_origin_and_host, origin_allowed,
                                      parse_json_object, read_limited)
 
 

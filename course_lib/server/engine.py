@@ -39,7 +39,7 @@ import llama_cpp
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_grammar import JSON_GBNF
 
-from .chat_template import Prompt, render, render_prompt
+from ..chat_template import Prompt, render, render_prompt
 from .wire import Format, Options
 
 # Ollama's defaults for the options a request leaves out.

@@ -5,7 +5,7 @@ Run it with ``python -m course_lib.server`` (127.0.0.1:11434 by default). It ser
 ``GET /`` with Ollama's field names, streaming format (NDJSON) and error contract, so
 the official ``ollama`` Python client and any raw HTTP code work against it. Like Ollama,
 it also speaks OpenAI's ``/v1/chat/completions`` and ``/v1/models`` and Anthropic's
-``/v1/messages`` (translated in ``dialects.py``), so those official SDKs work too.
+``/v1/messages`` (translated in ``dialects.py``; the responses in ``streams.py``), so those official SDKs work too.
 
 What happens to a chat request:
 
@@ -49,14 +49,16 @@ from starlette.exceptions import HTTPException
 
 from jinja2 import TemplateError as JinjaError
 
-from . import __version__, dialects
-from .chat_template import Prompt, TemplateError
+from .. import __version__
+from . import dialects
+from ..chat_template import Prompt, TemplateError
 from .engine import BadFormat, ContextTooLarge, Engine, GenerationStats, PromptTooLong
-from .models import REGISTRY, resolve_model
+from ..models import REGISTRY, resolve_model
 from .scheduler import QueueFull, Scheduler
-from .server_guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
-from .tool_parser import parse_tool_calls, possible_call_start
-from .validation import describe_errors
+from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
+from .guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
+from ..tool_parser import parse_tool_calls, possible_call_start
+from ..validation import describe_errors
 from .wire import ChatRequest, GenerateRequest, ShowRequest
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -222,84 +224,6 @@ async def dialect_chat(engine: Engine, scheduler: Scheduler, request: Request, t
             yield f"event: error\ndata: {json.dumps(error(str(problem), 500))}\n\n".encode()
 
     return StreamingResponse(sse(), media_type="text/event-stream")
-
-
-def openai_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
-    return dialects.openai_response(model, content, calls, stats.done_reason, stats.prompt_eval_count,
-                                    stats.eval_count)
-
-
-async def openai_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
-    """Chat Completions chunks: the role, content deltas, whole tool calls, the finish reason,
-    a usage chunk, then ``[DONE]``."""
-    chunk_id, created = dialects.random_id("chatcmpl-"), int(time.time())
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-        return {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "system_fingerprint": "fp_course_lib",
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
-
-    yield None, chunk({"role": "assistant", "content": ""})
-    calls: list[dict[str, Any]] = []
-    async for event in events:
-        if isinstance(event, GenerationStats):
-            yield None, chunk({}, dialects.openai_finish_reason(calls, event.done_reason))
-            usage = {"prompt_tokens": event.prompt_eval_count, "completion_tokens": event.eval_count,
-                     "total_tokens": event.prompt_eval_count + event.eval_count}
-            yield None, {**chunk({}), "choices": [], "usage": usage}
-            yield None, "[DONE]"
-            return
-        if event.get("tool_calls"):
-            calls += event["tool_calls"]
-            yield None, chunk({"tool_calls": [{"index": i, **call} for i, call in
-                                              enumerate(dialects.openai_tool_calls(event["tool_calls"]))]})
-        elif event.get("content"):
-            yield None, chunk({"content": event["content"]})
-
-
-def anthropic_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
-    return dialects.anthropic_response(model, content, calls, stats.done_reason, stats.prompt_eval_count,
-                                       stats.eval_count)
-
-
-async def anthropic_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
-    """Messages stream events: message_start, a text block with its deltas, one tool_use block
-    per call (its input as one JSON delta), message_delta with the stop reason, message_stop."""
-    message = {"id": dialects.random_id("msg_"), "type": "message", "role": "assistant", "model": model,
-               "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": 0, "output_tokens": 0}}
-    yield "message_start", {"type": "message_start", "message": message}
-    index, text_open, calls = 0, False, []
-    async for event in events:
-        if isinstance(event, GenerationStats):
-            if text_open:
-                yield "content_block_stop", {"type": "content_block_stop", "index": index}
-            yield "message_delta", {"type": "message_delta",
-                                    "delta": {"stop_reason": dialects.anthropic_stop_reason(calls, event.done_reason),
-                                              "stop_sequence": None},
-                                    "usage": {"input_tokens": event.prompt_eval_count,
-                                              "output_tokens": event.eval_count}}
-            yield "message_stop", {"type": "message_stop"}
-            return
-        if event.get("content"):
-            if not text_open:
-                text_open = True
-                yield "content_block_start", {"type": "content_block_start", "index": index,
-                                              "content_block": {"type": "text", "text": ""}}
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "text_delta", "text": event["content"]}}
-        for block in dialects.anthropic_blocks("", event.get("tool_calls") or []):
-            if text_open:
-                yield "content_block_stop", {"type": "content_block_stop", "index": index}
-                text_open, index = False, index + 1
-            calls.append(block)
-            arguments = json.dumps(block["input"], ensure_ascii=False)
-            yield "content_block_start", {"type": "content_block_start", "index": index,
-                                          "content_block": {**block, "input": {}}}
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "input_json_delta", "partial_json": arguments}}
-            yield "content_block_stop", {"type": "content_block_stop", "index": index}
-            index += 1
 
 
 async def read_json(request: Request) -> dict[str, Any]:
@@ -558,6 +482,3 @@ def main(argv: list[str] | None = None) -> int:
         print("server stopped", file=sys.stderr, flush=True)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
