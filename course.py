@@ -7,12 +7,14 @@
 Also: ``python3 course.py grade exercises/01_the_wire.ipynb`` (one line per exercise:
 passed, failed with the check's message, or not attempted; ``-v`` for nbval's raw
 output; no notebook: a table over all of them; ``--class DIR --out OUT``: an
-instructor's gradebook, see ``course_lib/gradebook.py``), ``python3 course.py setup`` (only install and fetch) and
-``python3 course.py check`` (say what is there and what is missing). Arguments after
-``test`` go to pytest.
+instructor's gradebook, see ``course_lib/gradebook.py``), ``python3 course.py setup`` (only install and fetch),
+``python3 course.py check`` (say what is there and what is missing, and which Python the
+course runs on) and ``python3 course.py python ARGS`` (run that Python with ARGS, e.g.
+``-m course_lib.server``, on every platform). Arguments after ``test`` go to pytest.
 
 Everything is installed into ``.venv`` next to this file, unless you run this script
-from an environment you activated yourself (a venv or conda), which is then used.
+from an environment you activated yourself (a venv, or a conda environment other than
+``base``), which is then used.
 The first install compiles llama-cpp-python from source: about 5 minutes on 2 cores,
 once (pip keeps the built wheel in its cache).
 """
@@ -26,21 +28,62 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 
 
+def same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name the same folder or file (after following links)."""
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def venv_activated() -> bool:
+    """Whether this script runs in a virtual environment other than the course's ``.venv``."""
+    return sys.prefix != sys.base_prefix and not same_path(sys.prefix, VENV)
+
+
+def conda_env_activated() -> bool:
+    """Whether this script runs on a conda environment you activated, other than ``base``.
+
+    Conda's installer can activate ``base`` in every new shell: nobody chose it for this
+    course, and installing into it would mix the course's packages with conda's own. Conda
+    names it ``CONDA_DEFAULT_ENV=base``, and its folder is conda's root, the one that holds
+    ``condabin/``. A named environment counts only if this script runs on its Python (the
+    ``python3`` on your ``PATH`` can be another one).
+    """
+    prefix = os.environ.get("CONDA_PREFIX")
+    if not prefix or os.environ.get("CONDA_DEFAULT_ENV") == "base" or (Path(prefix) / "condabin").is_dir():
+        return False
+    return same_path(sys.prefix, prefix)
+
+
 def in_own_environment() -> bool:
-    return sys.prefix != sys.base_prefix or "CONDA_PREFIX" in os.environ
+    """Whether to install into the environment that runs this script (yours) instead of ``.venv``."""
+    return venv_activated() or conda_env_activated()
 
 
 def python() -> Path:
-    """The interpreter the course runs on."""
+    """The interpreter the course runs on: your environment's, or ``.venv``'s
+    (``.venv/bin/python``; on Windows ``.venv\\Scripts\\python.exe``)."""
     if in_own_environment():
         return Path(sys.executable)
-    bindir = "Scripts" if os.name == "nt" else "bin"
-    return VENV / bindir / ("python.exe" if os.name == "nt" else "python")
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def works(interpreter: Path) -> bool:
+    """Whether ``interpreter`` starts and has pip: a venv whose making failed half-way has not."""
+    try:
+        return subprocess.run([str(interpreter), "-c", "import pip"], capture_output=True).returncode == 0
+    except OSError:  # no such file, or not a program
+        return False
+
+
+def imports(*modules: str) -> bool:
+    """Whether the course's Python can import all of ``modules``."""
+    return works(python()) and subprocess.run([str(python()), "-c", f"import {', '.join(modules)}"],
+                                              capture_output=True, cwd=ROOT).returncode == 0
 
 
 def run(*args: str | Path) -> None:
@@ -50,24 +93,116 @@ def run(*args: str | Path) -> None:
         sys.exit(done.returncode)
 
 
-def install() -> None:
-    """Create the venv and install the course (editable) with its test tools, if needed."""
-    if sys.version_info < (3, 10):
-        sys.exit(f"The course needs Python 3.10 or newer; this is {sys.version.split()[0]}.")
-    if not in_own_environment() and not python().exists():
-        print(f"Creating a virtual environment in {VENV.name}/ ...", flush=True)
+class Prerequisite(NamedTuple):
+    """Something the machine must provide before the course can be installed."""
+
+    what: str
+    found: bool
+    how: str  # what to do when it is missing
+    only_to_build: bool  # needed only until llama-cpp-python is built and installed
+
+
+def compilers_found() -> bool:
+    """Whether a C and a C++ compiler are there to build llama-cpp-python.
+
+    On Windows they come with Visual Studio's Build Tools; CMake finds them through the
+    Visual Studio Installer (``vswhere.exe``) even when ``cl`` is not on ``PATH``.
+    """
+    if os.name == "nt":
+        installer = Path(os.environ.get("ProgramFiles(x86)", r"C:\Program Files (x86)"),
+                         "Microsoft Visual Studio", "Installer", "vswhere.exe")
+        return bool(shutil.which("cl")) or installer.is_file()
+    return (any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+            and any(shutil.which(c) for c in ("c++", "g++", "clang++")))
+
+
+def prerequisites() -> list[Prerequisite]:
+    """What the machine must provide: the one list that ``install`` acts on and ``check`` reports.
+
+    llama-cpp-python is on the package index as source code only, so pip compiles it, once:
+    that needs a C and a C++ compiler, which are not needed any more once it is installed.
+    """
+    if os.name == "nt":
+        how = "install Visual Studio Build Tools with 'Desktop development with C++'"
+    elif sys.platform == "darwin":
+        how = "run `xcode-select --install`"
+    else:
+        how = "on Debian/Ubuntu run `sudo apt install build-essential`"
+    if conda_env_activated():
+        how += ", or in conda `conda install -c conda-forge c-compiler cxx-compiler`"
+    return [
+        Prerequisite("Python 3.10 or newer", sys.version_info >= (3, 10),
+                     f"this is {sys.version.split()[0]}; install a newer Python", only_to_build=False),
+        Prerequisite("a C and C++ compiler (to build llama-cpp-python)", compilers_found(), how,
+                     only_to_build=True),
+    ]
+
+
+NO_VENV = ("Python could not make a virtual environment with pip in it{error}. On Debian and Ubuntu "
+           "that part of Python is a package of its own: `sudo apt install python3-venv` "
+           "(or python3.{minor}-venv), then run this again. Or use conda: see 'Using conda' in README.md.")
+
+
+NO_PIP = ("The environment you activated has no pip: `conda install pip` (conda) or "
+          "`python -m ensurepip` adds it; then run this again.")
+
+
+def make_venv() -> None:
+    """Make sure ``.venv`` has a Python that runs and has pip; say what to do if it cannot be made.
+
+    A ``python3 -m venv`` that failed (on Debian/Ubuntu without ``python3-venv``) leaves a
+    ``.venv`` folder with no working Python or no pip in it, and every later pip command
+    fails without saying why. Such a folder is removed and made again, but only if it looks
+    like a venv (it has ``pyvenv.cfg``) or is empty: a folder of yours is never deleted.
+    """
+    if works(python()):
+        return
+    if VENV.exists() or VENV.is_symlink():
+        looks_like_a_venv = VENV.is_dir() and ((VENV / "pyvenv.cfg").is_file() or not any(VENV.iterdir()))
+        if VENV.is_symlink() or not looks_like_a_venv:
+            sys.exit(f"{VENV} is in the way and is not a virtual environment: move it, then run this again.")
+        print(f"{VENV.name}/ is half-made (no working Python or no pip in it), probably left by an "
+              "earlier attempt that failed; making it again.", flush=True)
+        shutil.rmtree(VENV)
+    print(f"Creating a virtual environment in {VENV.name}/ ...", flush=True)
+    error = ""
+    try:
         venv.create(VENV, with_pip=True)
-    stamp = Path(subprocess.check_output([str(python()), "-c", "import sys; print(sys.prefix)"],
-                                         text=True).strip()) / "course-install.stamp"
+    except (subprocess.CalledProcessError, OSError) as failure:
+        error = f" ({failure})"
+    if error or not works(python()):
+        shutil.rmtree(VENV, ignore_errors=True)  # ours, just made: the next run starts clean
+        sys.exit(NO_VENV.format(error=error, minor=sys.version_info.minor))
+
+
+def stamp_path() -> Path:
+    """The file, inside the environment, that records which ``pyproject.toml`` was installed."""
+    prefix = subprocess.check_output([str(python()), "-c", "import sys; print(sys.prefix)"], text=True)
+    return Path(prefix.strip()) / "course-install.stamp"
+
+
+def install() -> None:
+    """Install the course (editable) with its test tools, if needed: into ``.venv``, which
+    is made here, or into the environment you activated."""
+    missing = [p for p in prerequisites() if not p.found]
+    for p in missing:
+        if not p.only_to_build:
+            sys.exit(f"The course needs {p.what}: {p.how}.")
+    if not in_own_environment():
+        make_venv()
+    elif not works(python()):
+        sys.exit(NO_PIP)
+    stamp = stamp_path()
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == wanted:
         return
-    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang") or os.name == "nt"):
-        print("warning: no C compiler found; llama-cpp-python is built from source and needs one "
-              "(Debian/Ubuntu: apt-get install build-essential cmake).", flush=True)
+    if missing and not imports("llama_cpp"):
+        for p in missing:
+            print(f"warning: no {p.what} found; {p.how}.", flush=True)
     print("Installing the course's packages. The first time, pip compiles llama-cpp-python "
           "from source (about 5 minutes on 2 cores).", flush=True)
-    run(python(), "-m", "pip", "install", "--upgrade", "pip")
+    if not in_own_environment():  # your own environment's pip is yours to upgrade, not ours
+        run(python(), "-m", "pip", "install", "--upgrade", "pip")
     run(python(), "-m", "pip", "install", "-e", ".[test]")
     stamp.write_text(wanted)
 
@@ -77,31 +212,61 @@ def setup() -> None:
     run(python(), "-m", "course_lib.models", "fetch")
 
 
-MODEL_IS_HERE = ("import os, sys; from course_lib.models import DEFAULT_MODEL, is_fetched, spec_for; "
-                 "sys.exit(0 if os.environ.get('COURSE_MODEL_PATH') "
-                 "or is_fetched(spec_for(os.environ.get('COURSE_MODEL', DEFAULT_MODEL))) else 1)")
+MODEL_PROBE = """\
+import os, sys
+from pathlib import Path
+from course_lib.models import DEFAULT_MODEL, ModelFetchError, is_fetched, spec_for
+if custom := os.environ.get("COURSE_MODEL_PATH"):
+    print(custom)
+    sys.exit(0 if Path(custom).expanduser().is_file() else "COURSE_MODEL_PATH is not a file")
+name = os.environ.get("COURSE_MODEL", DEFAULT_MODEL)
+print(name)
+try:
+    fetched = is_fetched(spec_for(name))
+except ModelFetchError as error:
+    sys.exit(str(error))
+sys.exit(0 if fetched else "not fetched, or it did not verify: `python3 course.py setup` fetches it")
+"""
+
+
+def model_state() -> tuple[bool, str]:
+    """Whether the model the course will use (``COURSE_MODEL_PATH``, else ``COURSE_MODEL``,
+    else the 0.5B) is here and verified, and a line that names it, with why not if it is not."""
+    done = subprocess.run([str(python()), "-c", MODEL_PROBE], capture_output=True, text=True, cwd=ROOT)
+    name = done.stdout.strip() or "the chosen model"
+    why = done.stderr.strip().splitlines()[-1:] if done.returncode else []
+    return done.returncode == 0, ": ".join([f"the model {name} fetched", *why])
 
 
 def model_fetched() -> bool:
     """Whether the model the course will use is here and verified (size and checksum)."""
-    return subprocess.run([str(python()), "-c", MODEL_IS_HERE], capture_output=True, cwd=ROOT).returncode == 0
+    return model_state()[0]
 
 
 def check() -> int:
-    """Say OK or FAIL for each requirement, without changing anything."""
-    checks = [
-        ("Python >= 3.10", sys.version_info >= (3, 10)),
-        ("a C compiler (to build llama-cpp-python)", bool(shutil.which("cc") or shutil.which("gcc"))),
-        ("course environment", python().exists()),
-    ]
-    if python().exists():
-        probe = subprocess.run([str(python()), "-c", "import course_lib, llama_cpp, jupyterlab, nbval"],
-                               capture_output=True, cwd=ROOT)
-        checks.append(("course packages installed", probe.returncode == 0))
-        checks.append(("the chosen model fetched (COURSE_MODEL, default the 0.5B one)", model_fetched()))
-    for label, ok in checks:
+    """Say OK or FAIL for each requirement, without changing anything; 0 if all are OK."""
+    built = imports("course_lib", "llama_cpp", "jupyterlab", "nbval")
+    lines = []
+    for p in prerequisites():
+        if p.found or (p.only_to_build and built):
+            lines.append((True, p.what if p.found else f"{p.what}: not needed, llama-cpp-python is built"))
+        else:
+            lines.append((False, f"{p.what}: {p.how}"))
+    where = "the environment you activated" if in_own_environment() else f"{VENV.name}/, made by course.py"
+    if works(python()):
+        lines.append((True, f"the course's Python: {python()} ({where})"))
+        lines.append((built, "course packages installed" + ("" if built else ": `python3 course.py setup`")))
+        lines.append(model_state())
+    elif in_own_environment():
+        lines.append((False, f"the course's Python: {python()} (the environment you activated): {NO_PIP}"))
+    elif VENV.exists():
+        lines.append((False, f"{VENV.name}/ is half-made (no working Python or no pip): "
+                             "`python3 course.py setup` makes it again"))
+    else:
+        lines.append((False, f"the course's Python: none yet at {python()}; `python3 course.py setup` makes it"))
+    for ok, label in lines:
         print(f"[{'OK' if ok else 'FAIL'}] {label}")
-    return 0 if all(ok for _, ok in checks) else 1
+    return 0 if all(ok for ok, _ in lines) else 1
 
 
 def grade(args: list[str]) -> int:
@@ -113,6 +278,17 @@ def grade(args: list[str]) -> int:
     if not model_fetched():
         run(python(), "-m", "course_lib.models", "fetch")
     return subprocess.run([str(python()), "-m", "course_lib.gradebook", *args]).returncode
+
+
+def course_python(args: list[str]) -> int:
+    """Run the course's Python with ``args``, so instructions need not spell its path
+    (``.venv/bin/python``, ``.venv\\Scripts\\python.exe`` on Windows, or your environment's)."""
+    if not works(python()):
+        sys.exit(f"There is no course environment yet ({python()}): run `python3 course.py setup` first.")
+    try:
+        return subprocess.run([str(python()), *args]).returncode
+    except KeyboardInterrupt:  # Ctrl-C reached the child too; it has stopped
+        return 130
 
 
 def main(argv: list[str]) -> int:
@@ -130,6 +306,8 @@ def main(argv: list[str]) -> int:
         setup()
     elif command == "check":
         return check()
+    elif command == "python":
+        return course_python(rest)
     else:
         print(__doc__)
         return 2

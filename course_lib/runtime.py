@@ -3,10 +3,11 @@
 The lessons need an Ollama-compatible server with ``qwen2.5-coder:0.5b``:
 
 1. If ``OLLAMA_HOST`` (default ``http://127.0.0.1:11434``) answers and has the model,
-   that server is used: your own Ollama works as is.
+   that server is used: your own Ollama works as is. If it answers without the model,
+   ``connect()`` says so and goes on to step 2.
 2. Otherwise the embedded server (``python -m course_lib.server``) is started in the
-   background on a free port, once per Python process; it is stopped when the process
-   (your notebook's kernel) exits.
+   background on a free port, serving the model you asked for, once per model and Python
+   process; it is stopped when the process (your notebook's kernel) exits.
 
 Set ``COURSE_EMBEDDED=1`` to skip step 1 (the test suite does, so its results do not
 depend on what else runs on the machine).
@@ -25,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from .client import Client, resolve_host
-from .models import DEFAULT_MODEL, cache_dir
+from .models import DEFAULT_MODEL, cache_dir, spec_for
 
 
 class ServerStartError(RuntimeError):
@@ -36,7 +37,7 @@ class EmbeddedServer:
     """A ``python -m course_lib.server`` child process on a free local port."""
 
     def __init__(self, *server_args: str, model: str | None = None, start_timeout: float = 300.0) -> None:
-        """Start the server; ``model`` names a registry model (default: ``COURSE_MODEL`` or the 0.5B)."""
+        """Start the server; ``model`` names the model it loads (default: ``chosen_model()``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         log_dir = cache_dir() / "logs"
@@ -45,8 +46,8 @@ class EmbeddedServer:
         command = [sys.executable, "-m", "course_lib.server", "--port", str(self.port),
                    "--parent-pid", str(os.getpid()), *server_args]
         with open(self.log_path, "wb") as log:
-            env = {**os.environ, "COURSE_MODEL": model} if model else None
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                            env=server_env(model))
         atexit.register(self.stop)
         self._wait_until_ready(start_timeout)
 
@@ -79,7 +80,28 @@ class EmbeddedServer:
                 self.process.wait()
 
 
-_embedded: EmbeddedServer | None = None
+_embedded: dict[str, EmbeddedServer] = {}  # model name -> the server this process started for it
+
+
+def chosen_model() -> str:
+    """The model the embedded server loads when none is named, so ``connect()``'s default:
+    ``COURSE_MODEL_PATH``'s file name without ``.gguf``, else ``COURSE_MODEL``, else the 0.5B."""
+    if custom := os.environ.get("COURSE_MODEL_PATH"):
+        return Path(custom).expanduser().name.removesuffix(".gguf")
+    return os.environ.get("COURSE_MODEL", DEFAULT_MODEL)
+
+
+def server_env(model: str | None) -> dict[str, str] | None:
+    """The environment for a server that must load ``model`` (``None``: inherit this one's).
+
+    The server reads ``COURSE_MODEL``; ``COURSE_MODEL_PATH`` would win over it, so it is
+    dropped unless it is the file of ``model`` itself.
+    """
+    if model is None or model == chosen_model():
+        return None
+    env = {**os.environ, "COURSE_MODEL": model}
+    env.pop("COURSE_MODEL_PATH", None)
+    return env
 
 
 def free_port() -> int:
@@ -95,33 +117,49 @@ def answers(url: str) -> bool:
         return False
 
 
-def has_model(url: str, model: str) -> bool:
+def served_models(url: str) -> set[str]:
+    """The model names the server at ``url`` lists in ``/api/tags`` (none if it does not answer)."""
     try:
-        names = {entry["name"] for entry in httpx.get(f"{url}/api/tags", timeout=5.0).json()["models"]}
-    except (httpx.HTTPError, ValueError, KeyError):
-        return False
+        return {entry["name"] for entry in httpx.get(f"{url}/api/tags", timeout=5.0).json()["models"]}
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def has_model(url: str, model: str) -> bool:
+    """Whether the server at ``url`` has ``model`` (Ollama also accepts ``name:latest`` for ``name``)."""
+    names = served_models(url)
     return model in names or f"{model}:latest" in names
 
 
-def embedded_server() -> EmbeddedServer:
-    """The embedded server of this process, started on first use."""
-    global _embedded
-    if _embedded is None or not _embedded.running:
-        _embedded = EmbeddedServer()
-    return _embedded
+def embedded_server(model: str | None = None) -> EmbeddedServer:
+    """This process's embedded server for ``model`` (default: ``chosen_model()``), started on first use.
+
+    A server loads one model, so asking for another model starts a second server.
+    """
+    model = model or chosen_model()
+    server = _embedded.get(model)
+    if server is None or not server.running:
+        server = _embedded[model] = EmbeddedServer(model=model)
+    return server
 
 
-def connect(model: str = DEFAULT_MODEL, echo: bool = False, quiet: bool = False) -> Client:
-    """A ``Client`` for a server that has ``model``: your Ollama if it has it, else the embedded one."""
+def connect(model: str | None = None, echo: bool = False, quiet: bool = False) -> Client:
+    """A ``Client`` for a server that has ``model`` (default: ``chosen_model()``): your Ollama
+    if it has it, else the embedded server, started with that model."""
+    model = model or chosen_model()
     host = resolve_host()
     if os.environ.get("COURSE_EMBEDDED") != "1" and answers(host):
-        if has_model(host, model):
+        names = served_models(host)
+        if model in names or f"{model}:latest" in names:
             if not quiet:
                 print(f"Using the Ollama server at {host} ({model}).")
             return Client(host, model, echo=echo)
-        print(f"The Ollama server at {host} has no {model} (`ollama pull {model}` adds it); "
-              "using the embedded server instead.")
-    server = embedded_server()
+        print(f"The Ollama server at {host} answers but does not have {model} (it has: "
+              f"{', '.join(sorted(names)) or 'no models'}); `ollama pull {model}` adds it. "
+              f"Using the course's embedded server with {model} instead.")
+    if not (os.environ.get("COURSE_MODEL_PATH") and model == chosen_model()):
+        spec_for(model)  # an unknown name fails here, listing the names the course knows
+    server = embedded_server(model)
     if not quiet:
         print(f"Using the embedded server at {server.url} ({model}).")
     return Client(server.url, model, echo=echo)

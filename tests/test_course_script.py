@@ -1,19 +1,277 @@
 """``course.py``: what it says about the set-up must be true."""
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+
+from course_lib import runtime
+from course_lib.models import REGISTRY, ModelFetchError, local_path, note_path
 
 spec = importlib.util.spec_from_file_location("course_script", Path(__file__).parents[1] / "course.py")
 course = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(course)
 
 
+def pretend_fetched(name: str) -> None:
+    """Put a file that ``is_fetched`` accepts in the cache: the right size (sparse: no disk used) and the note."""
+    model = REGISTRY[name]
+    with open(local_path(model), "wb") as file:
+        file.truncate(model.size)
+    note_path(local_path(model)).write_text(model.sha256 + "\n")
+
+
 def test_the_model_check_asks_about_the_chosen_model(monkeypatch, tmp_path):
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("COURSE_MODEL_PATH", raising=False)
     monkeypatch.delenv("COURSE_MODEL", raising=False)
-    assert course.model_fetched(), "the default model is fetched before the tests run"
+    pretend_fetched("qwen2.5-coder:1.5b")  # the second row of the registry, not the first
+    assert not course.model_fetched(), "the default model is 'not fetched' here, so not reported as fetched"
+    ok, line = course.model_state()
+    assert not ok and "qwen2.5-coder:0.5b" in line and "not fetched" in line
+    monkeypatch.setenv("COURSE_MODEL", "qwen2.5-coder:1.5b")
+    assert course.model_state() == (True, "the model qwen2.5-coder:1.5b fetched")
     monkeypatch.setenv("COURSE_MODEL", "no-such-model:1b")
-    assert not course.model_fetched(), "an unknown model is not reported as fetched"
-    monkeypatch.delenv("COURSE_MODEL")
-    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
-    assert not course.model_fetched(), "a model listed as 'not fetched' is not reported as fetched"
+    ok, line = course.model_state()
+    assert not ok and "unknown model" in line, "an unknown model is not reported as fetched, and says why"
+    monkeypatch.setenv("COURSE_MODEL_PATH", str(tmp_path / "missing.gguf"))
+    assert not course.model_fetched(), "a COURSE_MODEL_PATH that is no file is not a fetched model"
+    (tmp_path / "mine.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("COURSE_MODEL_PATH", str(tmp_path / "mine.gguf"))
+    assert course.model_fetched()
+
+
+# 2. a .venv left half-made
+
+
+@pytest.fixture
+def venv_in_tmp(monkeypatch, tmp_path):
+    """``course.VENV`` in ``tmp_path``, as if course.py ran outside any environment of yours."""
+    monkeypatch.setattr(course, "VENV", tmp_path / ".venv")
+    monkeypatch.setattr(course, "in_own_environment", lambda: False)
+    return tmp_path / ".venv"
+
+
+def a_working_venv(path: Path, with_pip: bool) -> None:
+    """What ``venv.create`` makes when it works; its Python here is a script that runs the tests' (it has pip)."""
+    course.python().parent.mkdir(parents=True)
+    (path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    course.python().write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    course.python().chmod(0o755)
+
+
+def no_ensurepip(path: Path, with_pip: bool) -> None:
+    """What ``venv.create`` does on Debian/Ubuntu without ``python3-venv``: a folder, then an error."""
+    path.mkdir()
+    (path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    raise subprocess.CalledProcessError(1, ["python", "-m", "ensurepip"])
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the fake Python is a shell script")
+def test_a_half_made_venv_is_made_again(venv_in_tmp, monkeypatch, capsys):
+    venv_in_tmp.mkdir()
+    (venv_in_tmp / "pyvenv.cfg").write_text("home = /usr/bin\n")  # and no bin/python: a failed attempt
+    monkeypatch.setattr(course.venv, "create", a_working_venv)
+    course.make_venv()
+    assert course.works(course.python())
+    assert "half-made" in capsys.readouterr().out
+
+
+def test_a_venv_that_cannot_be_made_says_what_to_install_and_leaves_nothing(venv_in_tmp, monkeypatch):
+    monkeypatch.setattr(course.venv, "create", no_ensurepip)
+    with pytest.raises(SystemExit) as stop:
+        course.make_venv()
+    assert "sudo apt install python3-venv" in str(stop.value.code)
+    assert not venv_in_tmp.exists(), "the next run must not find a half-made .venv"
+
+
+def test_a_folder_that_is_not_a_venv_is_never_deleted(venv_in_tmp, monkeypatch):
+    venv_in_tmp.mkdir()
+    (venv_in_tmp / "notes.txt").write_text("mine")
+    monkeypatch.setattr(course.venv, "create", no_ensurepip)
+    with pytest.raises(SystemExit) as stop:
+        course.make_venv()
+    assert "not a virtual environment" in str(stop.value.code)
+    assert (venv_in_tmp / "notes.txt").read_text() == "mine"
+
+
+def test_check_calls_a_half_made_venv_what_it_is(venv_in_tmp, capsys):
+    venv_in_tmp.mkdir()
+    (venv_in_tmp / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert course.check() == 1
+    assert "[FAIL] .venv/ is half-made" in capsys.readouterr().out
+
+
+# 3. which environment is "yours"
+
+
+@pytest.mark.parametrize(("conda_env", "runs_on_it", "counts"), [
+    ("base", True, False),  # auto-activated by conda's installer: not chosen for the course
+    ("course", True, True),  # a named environment you activated
+    ("course", False, False),  # activated, but course.py runs on another python3
+])
+def test_conda_base_is_not_the_environment_you_activated(monkeypatch, tmp_path, conda_env, runs_on_it, counts):
+    prefix = tmp_path / "envs" / conda_env
+    prefix.mkdir(parents=True)
+    monkeypatch.setenv("CONDA_PREFIX", str(prefix))
+    monkeypatch.setenv("CONDA_DEFAULT_ENV", conda_env)
+    monkeypatch.setattr(sys, "prefix", str(prefix) if runs_on_it else "/usr")
+    monkeypatch.setattr(sys, "base_prefix", sys.prefix)  # no venv
+    assert course.in_own_environment() is counts
+
+
+def test_conda_root_counts_as_base_whatever_its_name(monkeypatch, tmp_path):
+    (tmp_path / "condabin").mkdir()
+    monkeypatch.setenv("CONDA_PREFIX", str(tmp_path))
+    monkeypatch.setenv("CONDA_DEFAULT_ENV", str(tmp_path))  # activated by path
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path))
+    assert not course.in_own_environment()
+
+
+def test_a_venv_counts_but_the_course_venv_is_the_course_s(monkeypatch, tmp_path):
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "my-venv"))
+    assert course.in_own_environment()
+    monkeypatch.setattr(sys, "prefix", str(course.VENV))  # `.venv/bin/python course.py ...`
+    assert not course.in_own_environment()
+
+
+def pip_commands(monkeypatch, tmp_path, own: bool) -> list[tuple[str, ...]]:
+    """The commands ``install`` runs, with nothing installed and nothing really run."""
+    commands: list[tuple[str, ...]] = []
+    monkeypatch.setattr(course, "in_own_environment", lambda: own)
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    monkeypatch.setattr(course, "make_venv", lambda: None)
+    monkeypatch.setattr(course, "stamp_path", lambda: tmp_path / "course-install.stamp")
+    monkeypatch.setattr(course, "prerequisites", lambda: [])
+    monkeypatch.setattr(course, "run", lambda *args: commands.append(tuple(map(str, args))))
+    course.install()
+    return commands
+
+
+def test_pip_is_upgraded_only_in_the_venv_course_py_made(monkeypatch, tmp_path):
+    upgrade = (sys.executable, "-m", "pip", "install", "--upgrade", "pip")
+    assert upgrade in pip_commands(monkeypatch, tmp_path, own=False)
+    (tmp_path / "course-install.stamp").unlink()
+    assert upgrade not in pip_commands(monkeypatch, tmp_path, own=True), "your environment's pip is yours"
+
+
+# 4. one list of prerequisites, and the right interpreter on every platform
+
+
+def test_install_and_check_read_the_same_prerequisites(monkeypatch, tmp_path, capsys):
+    missing = course.Prerequisite("a fake compiler", False, "apt install fake", only_to_build=True)
+    monkeypatch.setattr(course, "imports", lambda *modules: False)  # llama-cpp-python not built yet
+    monkeypatch.setattr(course, "prerequisites", lambda: [missing])
+    monkeypatch.setattr(course, "works", lambda interpreter: False)
+    assert course.check() == 1
+    assert "[FAIL] a fake compiler: apt install fake" in capsys.readouterr().out
+    monkeypatch.setattr(course, "run", lambda *args: None)
+    monkeypatch.setattr(course, "make_venv", lambda: None)
+    monkeypatch.setattr(course, "in_own_environment", lambda: False)
+    monkeypatch.setattr(course, "stamp_path", lambda: tmp_path / "stamp")
+    course.install()
+    assert "warning: no a fake compiler found; apt install fake" in capsys.readouterr().out
+    monkeypatch.setattr(course, "prerequisites", lambda: [missing._replace(only_to_build=False)])
+    with pytest.raises(SystemExit, match="apt install fake"):
+        course.install()
+
+
+def test_a_compiler_is_not_required_once_llama_cpp_is_built(monkeypatch, capsys):
+    missing = course.Prerequisite("a fake compiler", False, "apt install fake", only_to_build=True)
+    monkeypatch.setattr(course, "prerequisites", lambda: [missing])
+    monkeypatch.setattr(course, "imports", lambda *modules: True)
+    monkeypatch.setattr(course, "works", lambda interpreter: True)
+    monkeypatch.setattr(course, "model_state", lambda: (True, "the model m fetched"))
+    assert course.check() == 0
+    assert "[OK] a fake compiler: not needed" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the POSIX compiler names")
+@pytest.mark.parametrize(("on_path", "found"), [({"gcc", "g++"}, True), ({"clang", "clang++"}, True),
+                                                ({"cc"}, False), (set(), False)])
+def test_a_c_and_a_cpp_compiler_are_both_needed(monkeypatch, on_path, found):
+    monkeypatch.setattr(course.shutil, "which", lambda name: f"/usr/bin/{name}" if name in on_path else None)
+    assert course.compilers_found() is found
+
+
+def test_course_py_python_runs_the_course_interpreter(monkeypatch):
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    assert course.main(["python", "-c", "import sys; sys.exit(7)"]) == 7
+    monkeypatch.setattr(course, "works", lambda interpreter: False)
+    with pytest.raises(SystemExit, match="course.py setup"):
+        course.main(["python", "-c", "pass"])
+
+
+# 5. python -m course_lib.models without a warning
+
+
+@pytest.mark.parametrize("args", [["--help"], ["list"]])
+def test_the_models_command_runs_without_a_runtime_warning(tmp_path, args):
+    done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "course_lib.models", *args],
+                          capture_output=True, text=True, env={**os.environ, "COURSE_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0 and "RuntimeWarning" not in done.stderr, done.stderr
+
+
+# 6. connect(model=...) starts the embedded server with that model
+
+
+class FakeServer:
+    """Stands in for ``EmbeddedServer``: records the model, starts nothing."""
+
+    started: list[str | None] = []
+
+    def __init__(self, *server_args: str, model: str | None = None) -> None:
+        self.model, self.url, self.running = model, f"http://127.0.0.1:{9000 + len(self.started)}", True
+        self.started.append(model)
+
+
+@pytest.fixture
+def fake_server(monkeypatch):
+    FakeServer.started = []
+    monkeypatch.setattr(runtime, "EmbeddedServer", FakeServer)
+    monkeypatch.setattr(runtime, "_embedded", {})
+    monkeypatch.setenv("COURSE_EMBEDDED", "1")
+    monkeypatch.delenv("COURSE_MODEL", raising=False)
+    monkeypatch.delenv("COURSE_MODEL_PATH", raising=False)
+    return FakeServer
+
+
+def test_connect_starts_the_embedded_server_with_the_model_asked_for(fake_server):
+    client = runtime.connect("qwen2.5-coder:1.5b", quiet=True)
+    assert fake_server.started == ["qwen2.5-coder:1.5b"] and client.model == "qwen2.5-coder:1.5b"
+    assert runtime.connect(quiet=True).model == "qwen2.5-coder:0.5b"
+    assert fake_server.started == ["qwen2.5-coder:1.5b", "qwen2.5-coder:0.5b"], "one server per model"
+    assert runtime.connect("qwen2.5-coder:1.5b", quiet=True).host == client.host, "and reused"
+    with pytest.raises(ModelFetchError, match="unknown model"):
+        runtime.connect("llama9:70b", quiet=True)
+    assert len(fake_server.started) == 2
+
+
+def test_connect_defaults_to_the_model_the_server_loads(fake_server, monkeypatch):
+    monkeypatch.setenv("COURSE_MODEL", "qwen2.5-coder:1.5b")
+    assert runtime.connect(quiet=True).model == "qwen2.5-coder:1.5b"
+
+
+def test_the_server_loads_the_model_named_even_with_a_model_path_set(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_MODEL_PATH", str(tmp_path / "mine.gguf"))
+    assert runtime.server_env(None) is None and runtime.server_env("mine") is None
+    env = runtime.server_env("qwen2.5-coder:1.5b")
+    assert env["COURSE_MODEL"] == "qwen2.5-coder:1.5b" and "COURSE_MODEL_PATH" not in env
+
+
+def test_connect_says_when_a_running_server_lacks_the_model(fake_server, monkeypatch, capsys):
+    monkeypatch.delenv("COURSE_EMBEDDED")
+    monkeypatch.setattr(runtime, "answers", lambda url: True)
+    monkeypatch.setattr(runtime, "served_models", lambda url: {"llama3.2:3b"})
+    client = runtime.connect("qwen2.5-coder:1.5b", quiet=True)
+    said = capsys.readouterr().out
+    assert "does not have qwen2.5-coder:1.5b (it has: llama3.2:3b)" in said
+    assert "ollama pull qwen2.5-coder:1.5b" in said
+    assert fake_server.started == ["qwen2.5-coder:1.5b"] and client.host != runtime.resolve_host()
