@@ -38,7 +38,8 @@ from typing import Any
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-Message = dict[str, Any]
+from .messages import Message
+
 Tool = dict[str, Any]
 
 

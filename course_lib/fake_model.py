@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-Message = dict[str, Any]
+from .messages import Message
+
 
 
 def calls(name: str, **arguments: Any) -> Message:

@@ -31,7 +31,7 @@ from pydantic import Field
 from .experiments import quick_mode
 from .loop import ChatModel, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
 from .reliability import FakePaymentService, Idempotent, idempotency_key, with_retries
-from .security.bench import guarded_executor
+from .security.executor import guarded_executor
 from .security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext
 from .security.workspace import EmailAddress, email_address
 from .tools import ToolFunction
@@ -212,13 +212,13 @@ class StaffReviewer:
 
 
 @dataclass
-class Reply:
+class KioskReply:
     """One request handled by the agent: the answer and what it cost."""
 
     request: str
     answer: str | None
     transcript: Transcript
-    spans: list[Span]
+    tracer: Tracer  # its spans grow if a parked call is approved later
     refusals: list[tuple[str, dict[str, Any], str]]
     approvals_asked: int
     stopped_by: str | None
@@ -229,6 +229,10 @@ class Reply:
     @property
     def calls(self) -> list[tuple[str, dict[str, Any]]]:
         return [call for turn in self.transcript.turns for call in turn.calls]
+
+    @property
+    def spans(self) -> list[Span]:
+        return self.tracer.spans
 
     @property
     def tool_errors(self) -> int:
@@ -255,7 +259,7 @@ class KioskAgent:
     def defenses(self) -> list[Defense]:
         return [self.gate, RecipientAllowlist(self.kiosk.customers), Quarantine(tools=UNTRUSTED)]
 
-    def ask(self, request: str) -> Reply:
+    def ask(self, request: str) -> KioskReply:
         tools = self.kiosk.tools()
         run = RunContext(request, tuple(tools), {}, self.model, self.options)
         tracer = Tracer()
@@ -263,22 +267,23 @@ class KioskAgent:
         run.execute = execute  # an approved refund comes back through here: validated, guarded and traced
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
         started, stopped_by = time.perf_counter(), None
-        model = FirstCallRequired(self.model) if self.first_call_required else self.model
-        try:
-            transcript = run_agent(model, messages, tools, self.limits, execute, self.options, answer_on_repeat=True)
-        except LoopLimitReached as stop:
-            transcript, stopped_by = stop.transcript, type(stop).__name__
+        model = tracer.model(FirstCallRequired(self.model) if self.first_call_required else self.model)
+        with tracer.run("kiosk"):
+            try:
+                transcript = run_agent(model, messages, tools, self.limits, execute, self.options, answer_on_repeat=True)
+            except LoopLimitReached as stop:
+                transcript, stopped_by = stop.transcript, type(stop).__name__
         tokens_in = sum(turn.prompt_tokens for turn in transcript.turns)
         tokens_out = sum(turn.output_tokens for turn in transcript.turns)
-        return Reply(request, transcript.answer, transcript, tracer.spans, run.refusals, run.approvals_asked, stopped_by,
-                     time.perf_counter() - started, transcript.tokens + run.extra_tokens,
-                     self.prices.cost(tokens_in + run.extra_tokens, tokens_out))
+        return KioskReply(request, transcript.answer, transcript, tracer, run.refusals, run.approvals_asked,
+                          stopped_by, time.perf_counter() - started, transcript.tokens + run.extra_tokens,
+                          self.prices.cost(tokens_in + run.extra_tokens, tokens_out))
 
 
 # --- the evaluation ------------------------------------------------------------------------
 
 @dataclass
-class Case:
+class EvalCase:
     """A customer request and what must be true afterwards (all checks given must hold)."""
 
     id: str
@@ -307,11 +312,11 @@ class Result:
     cost: float
 
 
-def load_cases(path: Path) -> list[Case]:
-    return [Case(**case) for case in json.loads(path.read_text())["cases"]]
+def load_cases(path: Path) -> list[EvalCase]:
+    return [EvalCase(**case) for case in json.loads(path.read_text())["cases"]]
 
 
-def judge(case: Case, reply: Reply, kiosk: Kiosk) -> bool:
+def judge(case: EvalCase, reply: KioskReply, kiosk: Kiosk) -> bool:
     answer = (reply.answer or "").replace(",", "")
     checks = [not case.answer_has or any(text in answer for text in case.answer_has),
               case.refunds is None or len(kiosk.payments.refunds) == case.refunds,
@@ -321,7 +326,7 @@ def judge(case: Case, reply: Reply, kiosk: Kiosk) -> bool:
     return all(checks)
 
 
-def evaluate(model: ChatModel, cases: list[Case], data: Path, **agent_fields: Any) -> list[Result]:
+def evaluate(model: ChatModel, cases: list[EvalCase], data: Path, **agent_fields: Any) -> list[Result]:
     """Each case on a fresh shop (so side effects never carry over), judged on what happened.
     ``agent_fields`` configure the agent (e.g. ``first_call_required=True``)."""
     results = []
@@ -336,7 +341,7 @@ def evaluate(model: ChatModel, cases: list[Case], data: Path, **agent_fields: An
     return results
 
 
-def evaluation_cases(cases: list[Case]) -> list[Case]:
+def evaluation_cases(cases: list[EvalCase]) -> list[EvalCase]:
     """All cases, or in quick mode (CI) the first three: a smoke test of the whole agent."""
     return cases[:3] if quick_mode() else cases
 

@@ -16,8 +16,12 @@ return that looks like an answer:
 - ``max_seconds``: wall-clock time of the run.
 
 Every call is answered with a ``tool`` message. ``execute`` decides what that message
-says: by default the tool runs (``tools.run_tool_call``), but an agent may pass its own
+says: by default the tool runs (``tools.call_tool``), but an agent may pass its own
 function to refuse, rewrite or mock calls.
+
+There is one loop, ``run_loop``, for every API: a ``Dialect`` asks the model and writes
+the results back in its API's shape. ``run_agent`` is that loop over Ollama's ``/api/chat``;
+``providers.run`` is the same loop over OpenAI's and Anthropic's APIs (lesson 10).
 
 Small models often ask for a call they already have the result of. With
 ``answer_on_repeat=True`` the loop treats that as "the model has what it needs" and asks
@@ -35,11 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .tools import ToolFunction, canonical_arguments, run_tool_call, tool_schema
+from .messages import Message, Reply, ToolCall, ToolResult, as_result
+from .tools import ToolFunction, call_tool, canonical_arguments, tool_schema
 from .validation import required_call_format
 
-Message = dict[str, Any]
-Executor = Callable[[str, dict[str, Any]], str]
+Executor = Callable[[str, dict[str, Any]], "ToolResult | str"]
 
 
 class ChatModel(Protocol):
@@ -47,6 +51,38 @@ class ChatModel(Protocol):
 
     def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
              options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]: ...
+
+
+class Dialect(Protocol):
+    """How the loop talks to one API: ask the model, and write results back in the API's shape.
+
+    ``OllamaDialect`` below speaks to a ``ChatModel``; ``providers`` has one per API (lesson 10).
+    The loop itself never looks inside a request or a response."""
+
+    def ask(self, messages: list[Message], tools: dict[str, ToolFunction] | None) -> Reply: ...
+
+    def tool_messages(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]: ...
+
+
+@dataclass
+class OllamaDialect:
+    """Ollama's ``/api/chat`` shape, through any ``ChatModel``: tools declared with ``tool_schema``,
+    one ``tool`` message per result."""
+
+    model: ChatModel
+    options: dict[str, Any] | None = None
+
+    def ask(self, messages: list[Message], tools: dict[str, ToolFunction] | None) -> Reply:
+        declared = [tool_schema(function) for function in tools.values()] if tools else None
+        reply = self.model.chat(messages, tools=declared, options=self.options)
+        message = reply["message"]
+        calls = [ToolCall(call["function"]["name"], call["function"].get("arguments") or {}, call.get("id", ""))
+                 for call in message.get("tool_calls") or []]
+        return Reply(message.get("content") or "", calls, str(reply.get("done_reason", "")),
+                     reply.get("prompt_eval_count", 0), reply.get("eval_count", 0), message)
+
+    def tool_messages(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
+        return [{"role": "tool", "tool_name": call.name, "content": result.text} for call, result in answered]
 
 
 class FirstCallRequired:
@@ -76,16 +112,20 @@ class Limits:
 class Turn:
     """One model call and what the agent did with it."""
 
-    reply: Message
+    reply: Message  # the assistant message, in the dialect's shape
     prompt_tokens: int
     output_tokens: int
     seconds: float
-    results: list[Message] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    text: str = ""
+    outcomes: list[ToolResult] = field(default_factory=list)  # one per call that was run, in order
+    results: list[Message] = field(default_factory=list)  # the same results, as the messages the model got
     answer_turn: bool = False  # asked by answer_from_results, not chosen by the model
 
     @property
     def calls(self) -> list[tuple[str, dict[str, Any]]]:
-        return [(c["function"]["name"], c["function"].get("arguments") or {}) for c in self.reply.get("tool_calls") or []]
+        """The calls as ``(name, arguments)`` pairs, for printing and unpacking."""
+        return [(call.name, call.arguments) for call in self.tool_calls]
 
 
 @dataclass
@@ -98,8 +138,8 @@ class Transcript:
     @property
     def answer(self) -> str | None:
         """The final text, if the model finished with an answer rather than a call."""
-        last = self.turns[-1].reply if self.turns else None
-        return last["content"] if last and not last.get("tool_calls") else None
+        last = self.turns[-1] if self.turns else None
+        return last.text if last and not last.tool_calls else None
 
     @property
     def tokens(self) -> int:
@@ -143,37 +183,48 @@ def run_agent(model: ChatModel, messages: list[Message], tools: dict[str, ToolFu
               limits: Limits | None = None, execute: Executor | None = None,
               options: dict[str, Any] | None = None, answer_on_repeat: bool = False) -> Transcript:
     """Run the loop until the model answers without calling a tool, or a limit stops it."""
+    return run_loop(OllamaDialect(model, options), messages, tools, limits, execute, answer_on_repeat)
+
+
+def run_loop(dialect: Dialect, messages: list[Message], tools: dict[str, ToolFunction],
+             limits: Limits | None = None, execute: Executor | None = None,
+             answer_on_repeat: bool = False) -> Transcript:
+    """The loop, for any dialect: ask, run every call in order, answer every call, repeat.
+
+    ``execute(name, arguments)`` runs one call (by default ``tools.call_tool``: validate, then
+    run) and returns a ``ToolResult`` (a plain string counts as an ok result)."""
     limits = limits or Limits()
-    execute = execute or (lambda name, arguments: run_tool_call(name, arguments, tools))
-    declared = [tool_schema(function) for function in tools.values()] or None
+    run_call = execute or (lambda name, arguments: call_tool(name, arguments, tools))
     transcript = Transcript(messages=list(messages))
     seen: Counter[str] = Counter()
     started = time.perf_counter()
     for _ in range(limits.max_turns):
-        turn = _ask(model, transcript.messages, declared, options)
+        turn = _ask(dialect, transcript.messages, tools or None)
         transcript.turns.append(turn)
         transcript.messages.append(turn.reply)
         _check_budgets(transcript, limits, time.perf_counter() - started)
-        if not turn.calls:
+        if not turn.tool_calls:
             return transcript
-        for name, arguments in turn.calls:
-            seen[call_key(name, arguments)] += 1
-            if seen[call_key(name, arguments)] > limits.max_identical_calls:
+        for call in turn.tool_calls:
+            key = call_key(call.name, call.arguments)
+            seen[key] += 1
+            if seen[key] > limits.max_identical_calls:
+                turn.results = dialect.tool_messages(list(zip(turn.tool_calls, turn.outcomes)))
                 if answer_on_repeat:
-                    return answer_from_results(model, transcript, options)
-                raise RepeatedCall(f"{name}({json.dumps(arguments)}) was requested "
-                                   f"{seen[call_key(name, arguments)]} times", transcript)
-            turn.results.append({"role": "tool", "tool_name": name, "content": execute(name, arguments)})
+                    return answer_from_results(dialect, transcript)
+                raise RepeatedCall(f"{call.name}({json.dumps(call.arguments)}) was requested {seen[key]} times",
+                                   transcript)
+            turn.outcomes.append(as_result(run_call(call.name, call.arguments)))
+        turn.results = dialect.tool_messages(list(zip(turn.tool_calls, turn.outcomes)))
         transcript.messages.extend(turn.results)
     raise TurnLimitReached(f"no answer after {limits.max_turns} turns", transcript)
 
 
-def _ask(model: ChatModel, messages: list[Message], declared: list[dict[str, Any]] | None,
-         options: dict[str, Any] | None) -> Turn:
+def _ask(dialect: Dialect, messages: list[Message], tools: dict[str, ToolFunction] | None) -> Turn:
     started = time.perf_counter()
-    reply = model.chat(messages, tools=declared, options=options)
-    return Turn(reply["message"], reply.get("prompt_eval_count", 0), reply.get("eval_count", 0),
-                time.perf_counter() - started)
+    reply = dialect.ask(messages, tools)
+    return Turn(reply.message, reply.input_tokens, reply.output_tokens, time.perf_counter() - started,
+                reply.calls, reply.text)
 
 
 ANSWER_INSTRUCTION = "Answer the user's question in one plain sentence, using the tool results given."
@@ -188,16 +239,15 @@ def question_and_results(question: str, results: list[tuple[str, dict[str, Any],
 def answer_prompt(transcript: Transcript) -> list[Message]:
     """A fresh, tool-free conversation: the user's question and every tool result so far."""
     question = next(m["content"] for m in transcript.messages if m["role"] == "user")
-    results = [(name, arguments, result["content"])
-               for turn in transcript.turns for (name, arguments), result in zip(turn.calls, turn.results)]
+    results = [(call.name, call.arguments, result.text)
+               for turn in transcript.turns for call, result in zip(turn.tool_calls, turn.outcomes)]
     return [{"role": "system", "content": ANSWER_INSTRUCTION},
             {"role": "user", "content": question_and_results(question, results)}]
 
 
-def answer_from_results(model: ChatModel, transcript: Transcript,
-                        options: dict[str, Any] | None = None) -> Transcript:
+def answer_from_results(dialect: Dialect, transcript: Transcript) -> Transcript:
     """End a run with an answer written from the results (no tools offered), marked as such."""
-    turn = _ask(model, answer_prompt(transcript), None, options)
+    turn = _ask(dialect, answer_prompt(transcript), None)
     turn.answer_turn = True
     transcript.turns.append(turn)
     transcript.messages.append(turn.reply)

@@ -6,10 +6,10 @@ its result; that failed; I am done) in different places. Code that mixes those p
 its logic is hard to move between providers. So this module splits the agent in two:
 
 - the **core** knows nothing of any API: tools are functions ``(tool_name, arguments) ->
-  result``, a :class:`Reply` is text plus :class:`ToolCall` s, and :func:`run` is the loop
-  (with a turn cap and a repeat cap that raise, as in lesson 4);
+  result``, a ``Reply`` is text plus ``ToolCall`` s (``messages``), and the loop is lesson
+  4's own ``loop.run_loop`` (with its turn cap and repeat cap);
 - an **adapter** per dialect only translates: it builds the request body, reads the
-  response into a :class:`Reply`, and writes the tool results back in the dialect's shape.
+  response into a ``Reply``, and writes the tool results back in the dialect's shape.
 
 :func:`differences_table` writes the seed article's comparison table by looking at what the
 adapters actually sent and received, so the table cannot drift from the code.
@@ -19,38 +19,16 @@ from __future__ import annotations
 
 import html
 import json
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from .loop import Executor, Limits, LoopLimitReached, Transcript, run_loop
+from .messages import ErrorKind, Message, Reply, ToolCall, ToolResult
 from .server import dialects
-from .loop import ANSWER_INSTRUCTION, call_key, question_and_results
-from .tools import ToolFunction, is_error, run_tool_call, tool_schema
-
-Message = dict[str, Any]
-Execute = Callable[[str, dict[str, Any]], str]
-
-
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass
-class Reply:
-    """All the core needs from a response, whatever the dialect."""
-
-    text: str
-    calls: list[ToolCall]
-    stop: str  # the dialect's own stop value: "stop", "tool_calls", "tool_use", ...
-    input_tokens: int
-    output_tokens: int
-    message: Message  # the assistant turn to append to the conversation, in the dialect's shape
+from .tools import ToolFunction, tool_schema
 
 
 def at(data: Any, path: tuple[str | int, ...]) -> Any:
@@ -81,7 +59,7 @@ class Adapter:
         """The text, the tool calls and the assistant message of a response."""
         raise NotImplementedError
 
-    def results(self, answered: list[tuple[ToolCall, str]]) -> list[Message]:
+    def results(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
         """The messages that carry the results of ``answered`` calls back to the model."""
         raise NotImplementedError
 
@@ -116,12 +94,12 @@ class OllamaChat(Adapter):
 
     def calls(self, body):
         message = body["message"]
-        calls = [ToolCall(call.get("id", f"call_{i}"), call["function"]["name"], call["function"]["arguments"])
+        calls = [ToolCall(call["function"]["name"], call["function"]["arguments"], call.get("id", f"call_{i}"))
                  for i, call in enumerate(message.get("tool_calls") or [])]
         return message.get("content") or "", calls, message
 
     def results(self, answered):
-        return [{"role": "tool", "tool_name": call.name, "content": result} for call, result in answered]
+        return [{"role": "tool", "tool_name": call.name, "content": result.text} for call, result in answered]
 
     def as_ollama(self, body):
         return {**body, "tools": body.get("tools")}
@@ -141,12 +119,12 @@ class OpenAIChat(Adapter):
 
     def calls(self, body):
         message = body["choices"][0]["message"]
-        calls = [ToolCall(call["id"], call["function"]["name"], json.loads(call["function"]["arguments"]))
+        calls = [ToolCall(call["function"]["name"], json.loads(call["function"]["arguments"]), call["id"])
                  for call in message.get("tool_calls") or []]  # arguments arrive as a JSON *string*
         return message.get("content") or "", calls, message
 
     def results(self, answered):
-        return [{"role": "tool", "tool_call_id": call.id, "content": result} for call, result in answered]
+        return [{"role": "tool", "tool_call_id": call.id, "content": result.text} for call, result in answered]
 
     def headers(self, api_key):
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -171,15 +149,14 @@ class AnthropicMessages(Adapter):
 
     def calls(self, body):
         text = "".join(block["text"] for block in body["content"] if block["type"] == "text")
-        calls = [ToolCall(block["id"], block["name"], block["input"])
+        calls = [ToolCall(block["name"], block["input"], block["id"])
                  for block in body["content"] if block["type"] == "tool_use"]
         return text, calls, {"role": "assistant", "content": body["content"]}
 
     def results(self, answered):
         # All results of a turn go in ONE user message, as tool_result blocks; a failure is a flag.
-        blocks = [{"type": "tool_result", "tool_use_id": call.id,
-                   "content": result.removeprefix("error: ") if is_error(result) else result,
-                   **({"is_error": True} if is_error(result) else {})} for call, result in answered]
+        blocks = [{"type": "tool_result", "tool_use_id": call.id, "content": result.content,
+                   **({} if result.ok else {"is_error": True})} for call, result in answered]
         return [{"role": "user", "content": blocks}]
 
     def headers(self, api_key):
@@ -223,82 +200,82 @@ class Provider:
 
 
 @dataclass
-class Run:
-    """A run in one dialect: its conversation, every request and response, and the replies read."""
+class ProviderDialect:
+    """The loop's ``Dialect`` for one provider: each model call is a request in the adapter's
+    shape, sent over HTTP; every request and response is kept in ``exchanges``. A leading
+    system message becomes the request's system prompt (Anthropic keeps it out of ``messages``)."""
 
-    adapter: Adapter
-    messages: list[Message]
+    provider: Provider
+    max_tokens: int = 120
+    temperature: float = 0.0
     exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     replies: list[Reply] = field(default_factory=list)
-    answer_turn: bool = False  # the last reply was asked for without tools, after a repeated call
+
+    def ask(self, messages: list[Message], tools: dict[str, ToolFunction] | None) -> Reply:
+        adapter = self.provider.adapter
+        system, rest = (messages[0]["content"], messages[1:]) if messages and messages[0]["role"] == "system" \
+            else ("", messages)
+        declared = [adapter.declare(tool) for tool in (tools or {}).values()]
+        # A copy of the messages: each recorded request keeps the conversation it was sent with.
+        body = adapter.request(self.provider.model, system, list(rest), declared, self.max_tokens, self.temperature)
+        response = self.provider.send(body)
+        reply = adapter.read(response)
+        self.exchanges.append((body, response))
+        self.replies.append(reply)
+        return reply
+
+    def tool_messages(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
+        return self.provider.adapter.results(answered)
+
+
+@dataclass
+class Run:
+    """A run in one dialect: the loop's transcript, and every request and response it sent."""
+
+    adapter: Adapter
+    transcript: Transcript
+    exchanges: list[tuple[dict[str, Any], dict[str, Any]]]
+    replies: list[Reply]
 
     @property
     def answer(self) -> str | None:
-        return self.replies[-1].text if self.replies and not self.replies[-1].calls else None
+        return self.transcript.answer
+
+    @property
+    def answer_turn(self) -> bool:
+        """The last reply was asked for without tools, after a repeated call (lesson 4)."""
+        return bool(self.transcript.turns) and self.transcript.turns[-1].answer_turn
 
     @property
     def calls(self) -> list[ToolCall]:
-        return [call for reply in self.replies for call in reply.calls]
+        return [call for turn in self.transcript.turns for call in turn.tool_calls]
 
 
-class LoopStopped(RuntimeError):
+class LoopStopped(LoopLimitReached):
     """The turn cap or the repeat cap stopped the loop; ``run`` holds everything so far."""
 
-    def __init__(self, message: str, run: Run) -> None:
-        super().__init__(message)
+    def __init__(self, stop: LoopLimitReached, run: Run) -> None:
+        super().__init__(str(stop), stop.transcript)
         self.run = run
 
 
 def run(provider: Provider, system: str, user: str, tools: dict[str, ToolFunction],
-        execute: Execute | None = None, max_turns: int = 4, max_identical_calls: int = 1,
+        execute: Executor | None = None, max_turns: int = 4, max_identical_calls: int = 1,
         max_tokens: int = 120, temperature: float = 0.0, answer_on_repeat: bool = True) -> Run:
-    """The loop, once for every dialect: ask, run the calls, answer every call, repeat.
+    """Lesson 4's loop (``loop.run_loop``), in any dialect: ask, run the calls, answer every call, repeat.
 
     A call asked for more than ``max_identical_calls`` times ends the loop: with
-    ``answer_on_repeat`` (lesson 4) by one tool-free turn that asks for the answer from the
-    results so far (``Run.answer_turn`` says so), else by raising :class:`LoopStopped`.
+    ``answer_on_repeat`` by one tool-free turn that asks for the answer from the results so
+    far (``Run.answer_turn`` says so), else by raising :class:`LoopStopped`.
     """
-    adapter = provider.adapter
-    execute = execute or (lambda name, arguments: run_tool_call(name, arguments, tools))
-    declared = [adapter.declare(tool) for tool in tools.values()]
-    result = Run(adapter, [{"role": "user", "content": user}])
-    seen: Counter[str] = Counter()
-    answered: list[tuple[ToolCall, str]] = []
-    for _ in range(max_turns):
-        reply = _ask(provider, result, system, result.messages, declared, max_tokens, temperature)
-        # New lists, never appends: each recorded request keeps the messages it was sent with.
-        result.messages = [*result.messages, reply.message]
-        if not reply.calls:
-            return result
-        for call in reply.calls:
-            seen[call_key(call.name, call.arguments)] += 1
-            if seen[call_key(call.name, call.arguments)] > max_identical_calls:
-                if not answer_on_repeat:
-                    raise LoopStopped(f"{call.name}{json.dumps(call.arguments)} was asked for again", result)
-                result.answer_turn = True
-                _ask(provider, result, ANSWER_INSTRUCTION, [answer_request(user, answered)], [], max_tokens,
-                     temperature)
-                return result
-        results = [(call, execute(call.name, call.arguments)) for call in reply.calls]
-        answered += results
-        result.messages = [*result.messages, *adapter.results(results)]
-    raise LoopStopped(f"no answer after {max_turns} turns", result)
-
-
-def _ask(provider: Provider, result: Run, system: str, messages: list[Message], declared: list[dict[str, Any]],
-         max_tokens: int, temperature: float) -> Reply:
-    body = provider.adapter.request(provider.model, system, messages, declared, max_tokens, temperature)
-    response = provider.send(body)
-    reply = provider.adapter.read(response)
-    result.exchanges.append((body, response))
-    result.replies.append(reply)
-    return reply
-
-
-def answer_request(user: str, answered: list[tuple[ToolCall, str]]) -> Message:
-    """The tool-free turn's one message: the question and every result so far (lesson 4's answer turn)."""
-    return {"role": "user", "content": question_and_results(user, [(call.name, call.arguments, result)
-                                                                  for call, result in answered])}
+    dialect = ProviderDialect(provider, max_tokens, temperature)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    try:
+        transcript = run_loop(dialect, messages, tools, Limits(max_turns, max_identical_calls), execute,
+                              answer_on_repeat)
+    except LoopLimitReached as stop:
+        raise LoopStopped(stop, Run(provider.adapter, stop.transcript, dialect.exchanges, dialect.replies)) from None
+    return Run(provider.adapter, transcript, dialect.exchanges, dialect.replies)
 
 
 # --- the differences table, read off real exchanges ----------------------------------------
@@ -343,7 +320,7 @@ def describe(run: Run, system: str) -> dict[str, str]:
     call = reply.calls[0]
     arguments = find(response, lambda v: v == call.arguments or
                      (isinstance(v, str) and v.startswith("{") and _loads(v) == call.arguments))
-    failed = adapter.results([(call, "error: out of stock")])[0]
+    failed = adapter.results([(call, ToolResult.failure(ErrorKind.TOOL_FAILED, "out of stock"))])[0]
     arguments_kind = "a JSON string" if isinstance(dict(paths(response)).get(arguments), str) else "an object"
     return {
         "system prompt": find(request, lambda v: v == system),
@@ -351,7 +328,7 @@ def describe(run: Run, system: str) -> dict[str, str]:
         "tool name in a call": find(response, lambda v: v == call.name),
         "call arguments": f"{arguments} ({arguments_kind})",
         "stop signal": f"{dotted(adapter.stop_path)} = {reply.stop!r}",
-        "a result goes back as": _shape(adapter.results([(call, "42")])[0]),
+        "a result goes back as": _shape(adapter.results([(call, ToolResult("42"))])[0]),
         "a failed call": _shape(failed) + ("" if "is_error" in json.dumps(failed) else " (only the text says so)"),
         "tokens used": " / ".join(dotted(path) for path in adapter.usage_paths),
     }

@@ -32,7 +32,7 @@ CALL_OPENERS = ("<tool_call>", "```", "{", "[")
 
 
 @dataclass
-class ToolCall:
+class ParsedCall:
     """One call the model asked for: a declared tool's name and its arguments."""
 
     name: str
@@ -45,13 +45,13 @@ class ParsedReply:
     """The model's text split into what it said (``content``) and what it asked to run."""
 
     content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[ParsedCall] = field(default_factory=list)
 
 
 def parse_tool_calls(text: str, tool_names: set[str] | list[str]) -> ParsedReply:
     """Split ``text`` into plain content and calls of the tools named in ``tool_names``."""
     declared = set(tool_names)
-    spans: list[tuple[int, int, list[ToolCall]]] = []
+    spans: list[tuple[int, int, list[ParsedCall]]] = []
     for pattern, style in ((TAGGED, "tagged"), (FENCED, "fenced")):
         for match in pattern.finditer(text):
             if _overlaps(match.span(), spans):
@@ -91,7 +91,7 @@ def _overlaps(span: tuple[int, int], spans: list[tuple[int, int, Any]]) -> bool:
     return any(span[0] < end and start < span[1] for start, end, _ in spans)
 
 
-def _calls_in_block(block: str, declared: set[str], style: CallStyle) -> list[ToolCall]:
+def _calls_in_block(block: str, declared: set[str], style: CallStyle) -> list[ParsedCall]:
     """The calls inside a tag or fence; empty unless the block holds calls and only calls."""
     values = _json_values(block)
     leftover = block
@@ -146,14 +146,14 @@ def _doubled_braces(text: str, index: int, decoder: json.JSONDecoder) -> tuple[A
     return (value, end + 1) if text.startswith("}", end) else (None, None)
 
 
-def _as_calls(value: Any, declared: set[str], style: CallStyle) -> list[ToolCall]:
+def _as_calls(value: Any, declared: set[str], style: CallStyle) -> list[ParsedCall]:
     """``value`` as a list of calls of declared tools, or [] if any part is not one."""
     items = value if isinstance(value, list) else [value]
     calls = [_as_call(item, declared, style) for item in items]
     return calls if calls and all(calls) else []  # type: ignore[return-value]
 
 
-def _as_call(item: Any, declared: set[str], style: CallStyle) -> ToolCall | None:
+def _as_call(item: Any, declared: set[str], style: CallStyle) -> ParsedCall | None:
     if not isinstance(item, dict):
         return None
     if isinstance(item.get("function"), dict):  # {"type": "function", "function": {...}}
@@ -167,4 +167,4 @@ def _as_call(item: Any, declared: set[str], style: CallStyle) -> ToolCall | None
             return None
     if name not in declared or not isinstance(arguments, dict):
         return None
-    return ToolCall(name=name, arguments=arguments, style=style)
+    return ParsedCall(name=name, arguments=arguments, style=style)

@@ -7,9 +7,10 @@ model asks, if the agent agrees to.
 
 ``tool_schema(function)`` writes the declaration from the function's type hints and
 Google-style docstring (as the official ``ollama`` client does), through pydantic, so
-the schema and the argument check come from the same source. ``run_tool_calls`` answers
-every call in an assistant message with a ``tool`` message: the result, or an error the
-model can read. A call is never left without an answer.
+the schema and the argument check come from the same source. ``call_tool`` validates and
+runs one call and returns a typed ``ToolResult`` (ok, or an error of a kind);
+``run_tool_calls`` answers every call in an assistant message with a ``tool`` message: the
+result, or an error the model can read. A call is never left without an answer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from typing import Any, get_type_hints
 
 from pydantic import Field, ValidationError, create_model
 
-from .validation import describe_errors, parameters_schema
+from .messages import ErrorKind, ToolResult, describe_errors
+from .validation import parameters_schema
 
 ToolFunction = Callable[..., Any]
 
@@ -67,31 +69,32 @@ def canonical_arguments(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, sort_keys=True, ensure_ascii=False)
 
 
-def is_error(result: str) -> bool:
-    """Whether a tool result reports a failure: the course's results do with an ``error:`` prefix."""
-    return result.startswith("error:")
+def call_tool(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> ToolResult:
+    """Validate one call, then run it: the tool's result, or an error of the kind that happened."""
+    checked = validate_call(name, arguments, tools)
+    if isinstance(checked, ToolResult):
+        return checked
+    try:
+        return ToolResult(as_text(tools[name](**checked)))
+    except Exception as error:  # the model reads this and can try something else
+        return ToolResult.failure(ErrorKind.TOOL_FAILED, f"{name} failed: {error}")
 
 
 def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> str:
     """Run one call and return what goes back to the model: the result or a readable error."""
-    checked = validate_call(name, arguments, tools)
-    if isinstance(checked, str):
-        return checked
-    try:
-        return as_text(tools[name](**checked))
-    except Exception as error:  # the model reads this and can try something else
-        return f"error: {name} failed: {error}"
+    return call_tool(name, arguments, tools).text
 
 
-def validate_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> dict[str, Any] | str:
+def validate_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> dict[str, Any] | ToolResult:
     """The arguments as the tool will receive them (checked and normalised by its types),
-    or the error text for the model when the tool or the arguments are wrong."""
+    or the error for the model when the tool or the arguments are wrong."""
     if name not in tools:
-        return f"error: there is no tool named {name!r}; the tools are: {', '.join(sorted(tools))}"
+        return ToolResult.failure(ErrorKind.UNKNOWN_TOOL,
+                                  f"there is no tool named {name!r}; the tools are: {', '.join(sorted(tools))}")
     try:
         return dict(arguments_model(tools[name]).model_validate(arguments))
     except ValidationError as error:
-        return f"error: invalid arguments for {name}: {describe_errors(error)}"
+        return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS, f"invalid arguments for {name}: {describe_errors(error)}")
 
 
 def as_text(result: Any) -> str:

@@ -1,37 +1,49 @@
-"""One span per tool call, and what each turn of the loop cost.
+"""OpenTelemetry spans for an agent run: one per model call, one per tool call.
 
-A span records that a tool ran: which one, in which run (``trace_id``), how long it
-took, whether it worked and, if not, what *kind* of error it was. It deliberately does
-not record the arguments or the error text: those can hold names, addresses, order
-details or an attacker's payload, and logs are read by many people and kept for a long
-time. A keyed hash of the canonical arguments is enough to see that two calls were the
-same call. Nor does it record a tool name the model made up: that is model text too (an
-injected page can make the model "call" a tool named like a sentence), so a name that was
-not declared is logged as ``"unknown"``.
+What readers meet at work is OpenTelemetry with the GenAI semantic conventions, so the
+course emits real OpenTelemetry spans (``opentelemetry-sdk``), named and attributed as
+those conventions say:
 
-``Tracer.wrap(execute)`` turns any executor of the agent loop into a traced one; spans
-go to the Python ``logging`` module as one JSON object per line and stay in
-``tracer.spans`` for a notebook table. ``export_to_opentelemetry`` sends them on when
-the ``opentelemetry`` package is installed.
+- ``invoke_agent``: the whole run (``Tracer.run``), parent of the others;
+- ``chat {model}``: one model call (``Tracer.model`` wraps any ``ChatModel``), with
+  ``gen_ai.usage.input_tokens`` / ``gen_ai.usage.output_tokens`` and the finish reason;
+- ``execute_tool {name}``: one tool call (``Tracer.wrap`` wraps any executor), with
+  ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, and on failure ``error.type``.
+
+A tool span deliberately does not record the arguments or the error text: those can hold
+names, addresses, order details or an attacker's payload, and traces are read by many
+people and kept for a long time. A keyed hash of the canonical arguments
+(``course.tool.arg_hash``) is enough to see that two calls were the same call. Nor does it
+record a tool name the model made up: that is model text too (an injected page can make
+the model "call" a tool named like a sentence), so a name that was not declared is
+recorded as ``"unknown"``.
+
+Each ``Tracer`` has its own ``TracerProvider`` with an in-memory exporter, so a notebook or
+a test can read its spans back (``tracer.finished()``, or ``tracer.spans`` for the tool
+calls as plain records); pass ``exporters`` (e.g. ``ConsoleSpanExporter(out=file)``) to
+send them on as well.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import logging
 import secrets
-import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
 
-from .tools import canonical_arguments, is_error
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
 
-log = logging.getLogger("course_lib.tool_call")
-Executor = Callable[[str, dict[str, Any]], str]
+from .messages import ErrorKind, Message, ToolResult, as_result
+from .tools import canonical_arguments
+
+Executor = Callable[[str, dict[str, Any]], "ToolResult | str"]
 UNKNOWN_TOOL = "unknown"
 _PROCESS_SECRET = secrets.token_bytes(32)  # for argument_hash calls that bring no secret
 
@@ -40,87 +52,133 @@ def argument_hash(arguments: dict[str, Any], secret: bytes | None = None) -> str
     """A short fingerprint of the canonical arguments: equal calls, equal hashes; no values.
 
     Keyed (HMAC-SHA256), because a plain hash of a value with few possibilities is no
-    secret: there are 10,000 order ids ORD-0000 ... ORD-9999, and whoever reads the log can
-    hash them all in a few milliseconds and look the logged hash up. The same goes for
+    secret: there are 10,000 order ids ORD-0000 ... ORD-9999, and whoever reads the trace can
+    hash them all in a few milliseconds and look the recorded hash up. The same goes for
     SKUs, amounts, dates, yes/no. Without ``secret`` that table cannot be built. The secret
-    stays in memory and never goes into a log; without one, a secret made for this process
+    stays in memory and never goes into a span; without one, a secret made for this process
     is used, so hashes compare within the process and mean nothing outside it.
     """
     key = _PROCESS_SECRET if secret is None else secret
     return hmac.new(key, canonical_arguments(arguments).encode(), hashlib.sha256).hexdigest()[:16]
 
 
-def error_type(result: str) -> str | None:
-    """The kind of failure a tool result reports, from the course's error prefixes."""
-    if not is_error(result):
-        return None
-    for marker, kind in (("invalid arguments", "InvalidArguments"), ("there is no tool", "UnknownTool"),
-                         ("failed", "ToolFailed"), ("not available", "Refused"),
-                         ("refused", "Refused")):
-        if marker in result:
-            return kind
-    return "ToolError"
-
-
-@dataclass
+@dataclass(frozen=True)
 class Span:
+    """One finished tool span, read back into plain fields for a table."""
+
     trace_id: str
     tool: str
     arg_hash: str
     duration_ms: float
     status: str  # "ok" or "error"
-    error_type: str | None = None
-    span_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
-    started_at: float = 0.0  # seconds since the epoch
+    error_type: str | None
+    started_at: float  # seconds since the epoch
+
+    @classmethod
+    def of(cls, span: ReadableSpan) -> Span:
+        attributes = span.attributes or {}
+        failed = span.status.status_code is StatusCode.ERROR
+        start, end = span.start_time or 0, span.end_time or 0
+        return cls(format(span.context.trace_id, "032x")[:16], str(attributes["gen_ai.tool.name"]),
+                   str(attributes["course.tool.arg_hash"]), round((end - start) / 1e6, 2),
+                   "error" if failed else "ok", str(attributes["error.type"]) if failed else None, start / 1e9)
 
 
 class Tracer:
-    """Collects one ``Span`` per tool call of a run and logs each as a JSON line.
+    """Real OpenTelemetry spans for the runs of one agent (or one notebook section).
 
     ``tools``: the declared tool names (a dict of tools will do); a call to any other name
-    is logged as ``"unknown"``. Without them the tracer goes by the executor's answer: the
-    course's executors answer an undeclared name with "there is no tool named ...", which
-    also gives ``"unknown"``; an executor that answers in its own words would not.
+    is recorded as ``"unknown"``. Without them the tracer goes by the executor's answer: an
+    ``UnknownTool`` error also gives ``"unknown"``; an executor that answers a made-up name
+    with an ok result would not.
 
     ``secret``: the key of the argument hashes; by default a new random one per tracer, so
     equal calls hash equal within the run and hashes of two runs cannot be matched. Give
-    the same secret to several tracers to compare across runs; keep it out of the logs.
+    the same secret to several tracers to compare across runs; keep it out of the traces.
     """
 
-    def __init__(self, trace_id: str | None = None, *, tools: Iterable[str] | None = None,
-                 secret: bytes | None = None) -> None:
-        self.trace_id = trace_id or uuid.uuid4().hex[:16]
-        self.spans: list[Span] = []
+    def __init__(self, *, tools: Iterable[str] | None = None, secret: bytes | None = None,
+                 exporters: Iterable[SpanExporter] = (), service_name: str = "tool-calling-course") -> None:
         self.tools = frozenset(tools) if tools is not None else None
         self.secret = secret if secret is not None else secrets.token_bytes(32)
+        self.memory = InMemorySpanExporter()
+        self.provider = TracerProvider()
+        for exporter in (self.memory, *exporters):
+            self.provider.add_span_processor(SimpleSpanProcessor(exporter))
+        self.otel = self.provider.get_tracer(service_name)
 
-    def wrap(self, execute: Executor) -> Executor:
-        """An executor that runs ``execute`` and records a span for every call."""
+    @contextmanager
+    def run(self, agent: str = "agent") -> Iterator[None]:
+        """An ``invoke_agent`` span around a whole run: the model and tool spans inside it are its children."""
+        with self.otel.start_as_current_span(f"invoke_agent {agent}", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}):
+            yield
 
-        def traced(name: str, arguments: dict[str, Any]) -> str:
-            started, clock = time.time(), time.perf_counter()
-            try:
-                result = execute(name, arguments)
-            except Exception as error:  # record the type only, then let it propagate
-                self._record(name, arguments, clock, started, "error", type(error).__name__)
-                raise
-            kind = error_type(result)
-            self._record(name, arguments, clock, started, "error" if kind else "ok", kind)
-            return result
+    def model(self, model: Any, name: str = "") -> TracedModel:
+        """``model`` (any ``ChatModel``), with a ``chat`` span around each call."""
+        return TracedModel(model, self, name or getattr(model, "model", "model"))
+
+    def wrap(self, execute: Executor) -> Callable[[str, dict[str, Any]], ToolResult]:
+        """An executor that runs ``execute`` inside an ``execute_tool`` span."""
+
+        def traced(name: str, arguments: dict[str, Any]) -> ToolResult:
+            with self.otel.start_as_current_span("execute_tool", record_exception=False,
+                                                 set_status_on_exception=False) as span:
+                span.set_attributes({"gen_ai.operation.name": "execute_tool",
+                                     "gen_ai.tool.call.id": f"call_{uuid.uuid4().hex[:12]}",
+                                     "course.tool.arg_hash": argument_hash(arguments, self.secret)})
+                try:
+                    result = as_result(execute(name, arguments))
+                except Exception as error:  # record the type only, never the message; then propagate
+                    self._finish(span, name, type(error).__name__)
+                    raise
+                self._finish(span, name, result.error.value if result.error else None)
+                return result
 
         return traced
 
     def logged_name(self, name: str, kind: str | None) -> str:
         """``name`` if it was declared, else ``"unknown"``: never raw text from the model."""
-        declared = name in self.tools if self.tools is not None else kind != "UnknownTool"
+        declared = name in self.tools if self.tools is not None else kind != ErrorKind.UNKNOWN_TOOL.value
         return name if declared else UNKNOWN_TOOL
 
-    def _record(self, name: str, arguments: dict[str, Any], clock: float, started: float,
-                status: str, kind: str | None) -> None:
-        span = Span(self.trace_id, self.logged_name(name, kind), argument_hash(arguments, self.secret),
-                    round((time.perf_counter() - clock) * 1000, 2), status, kind, started_at=started)
-        self.spans.append(span)
-        log.info(json.dumps(asdict(span)))
+    def _finish(self, span: Any, name: str, kind: str | None) -> None:
+        tool = self.logged_name(name, kind)
+        span.update_name(f"execute_tool {tool}")
+        span.set_attribute("gen_ai.tool.name", tool)
+        if kind:
+            span.set_attribute("error.type", kind)
+            span.set_status(Status(StatusCode.ERROR))
+
+    def finished(self) -> list[ReadableSpan]:
+        """Every finished span, in the order they ended."""
+        return list(self.memory.get_finished_spans())
+
+    @property
+    def spans(self) -> list[Span]:
+        """The tool spans, as plain records."""
+        return [Span.of(span) for span in self.finished()
+                if (span.attributes or {}).get("gen_ai.operation.name") == "execute_tool"]
+
+
+@dataclass
+class TracedModel:
+    """A ``ChatModel`` that records a ``chat`` span per call, with the token usage it reported."""
+
+    model: Any
+    tracer: Tracer
+    name: str
+
+    def chat(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+             options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+        with self.tracer.otel.start_as_current_span(f"chat {self.name}") as span:
+            span.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.request.model": self.name,
+                                 "course.tools_offered": len(tools or [])})
+            reply = self.model.chat(messages, tools=tools, options=options, **fields)
+            span.set_attributes({"gen_ai.usage.input_tokens": reply.get("prompt_eval_count", 0),
+                                 "gen_ai.usage.output_tokens": reply.get("eval_count", 0),
+                                 "gen_ai.response.finish_reasons": [str(reply.get("done_reason", ""))]})
+            return reply
 
 
 @dataclass(frozen=True)
@@ -140,17 +198,23 @@ class Prices:
                 + output_tokens * self.output_per_million) / 1_000_000
 
 
-def export_to_opentelemetry(spans: list[Span], service_name: str = "tool-calling-course") -> bool:
-    """Send spans through OpenTelemetry's API if it is installed; return whether it was."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return False
-    tracer = trace.get_tracer(service_name)
-    for span in spans:
-        start_ns = int(span.started_at * 1e9)
-        otel_span = tracer.start_span(f"tool {span.tool}", start_time=start_ns)
-        otel_span.set_attributes({"trace_id": span.trace_id, "tool.name": span.tool, "tool.arg_hash": span.arg_hash,
-                                  "tool.status": span.status, "tool.error_type": span.error_type or ""})
-        otel_span.end(end_time=start_ns + int(span.duration_ms * 1e6))
-    return True
+def plot_trace(spans: list[ReadableSpan], title: str = "Trace"):
+    """The spans of one trace as a timeline: a bar per span, from its start to its end."""
+    import matplotlib.pyplot as plt
+
+    spans = sorted(spans, key=lambda span: span.start_time or 0)
+    origin = min(span.start_time or 0 for span in spans)
+    colours = {"invoke_agent": "tab:gray", "chat": "tab:blue", "execute_tool": "tab:orange"}
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.35 * len(spans)))
+    for row, span in enumerate(spans):
+        start, end = ((span.start_time or 0) - origin) / 1e9, ((span.end_time or 0) - origin) / 1e9
+        operation = str((span.attributes or {}).get("gen_ai.operation.name", ""))
+        failed = span.status.status_code is StatusCode.ERROR
+        ax.barh(row, max(end - start, 0.002), left=start, color=colours.get(operation, "tab:green"),
+                hatch="//" if failed else None, edgecolor="black" if failed else None)
+        ax.text(end, row, f"  {span.name}" + ("  (error)" if failed else ""), va="center", fontsize=8)
+    ax.set(title=title, xlabel="seconds since the run started", yticks=[])
+    ax.set_xlim(0, ((max(span.end_time or 0 for span in spans) - origin) / 1e9) * 1.6 or 1)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    return fig

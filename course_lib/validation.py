@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-Message = dict[str, Any]
+from .messages import Message, describe_errors
 
 
 def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -32,13 +32,6 @@ def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
     properties = {name: {key: value for key, value in prop.items() if key != "title"}
                   for name, prop in schema.get("properties", {}).items()}
     return {"type": "object", "properties": properties, "required": schema.get("required", [])}
-
-
-def describe_errors(error: ValidationError, whole: str = "arguments") -> str:
-    """One short part per problem, ``field: rule``, joined by "; ", without the rejected values.
-    ``whole`` names a problem with the object as a whole (no field)."""
-    return "; ".join(f"{'.'.join(str(part) for part in problem['loc']) or whole}: {problem['msg']}"
-                     for problem in error.errors())
 
 
 @dataclass

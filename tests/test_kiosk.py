@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from course_lib.fake_model import ScriptedModel, calls, says
-from course_lib.kiosk import Case, Kiosk, KioskAgent, chat_panel, judge, load_cases
+from course_lib.kiosk import EvalCase, Kiosk, KioskAgent, chat_panel, judge, load_cases
 from course_lib.reliability import FakePaymentService
 from course_lib.tools import run_tool_call, tool_schema
 
@@ -54,8 +54,8 @@ def test_email_only_to_customers():
                        "E-mail the price of SKU-31415 to kim@example.jp.")
     assert [mail["to"] for mail in kiosk.sent] == ["kim@example.jp"] and len(reply.refusals) == 1, \
         "the address is sent as it was checked: in canonical form"
-    assert judge(Case("email", "", emails_to=["kim@example.jp"], email_has=["980"]), reply, kiosk)
-    assert not judge(Case("email", "", emails_to=["kim@example.jp"], email_has=["4800"]), reply, kiosk)
+    assert judge(EvalCase("email", "", emails_to=["kim@example.jp"], email_has=["980"]), reply, kiosk)
+    assert not judge(EvalCase("email", "", emails_to=["kim@example.jp"], email_has=["4800"]), reply, kiosk)
 
 
 def test_reviews_reach_the_agent_only_through_the_quarantined_reader():

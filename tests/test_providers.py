@@ -97,7 +97,7 @@ def test_a_repeated_call_ends_with_a_marked_tool_free_answer_turn(kind):
 
 def test_a_repeated_call_raises_when_the_answer_turn_is_off():
     call = ("", [("get_product_stock", {"sku": "SKU-00042"})])
-    with pytest.raises(LoopStopped, match="asked for again") as stopped:
+    with pytest.raises(LoopStopped, match="was requested 2 times") as stopped:
         run(ScriptedProvider("openai", [call, call]), SYSTEM, "?", TOOLS, answer_on_repeat=False)
     assert len(stopped.value.run.replies) == 2
 

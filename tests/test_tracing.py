@@ -1,15 +1,18 @@
-"""Spans carry metadata, never arguments or error text; costs add up."""
+"""Spans are real OpenTelemetry spans with GenAI attributes; they carry metadata, never
+arguments or error text; costs add up."""
 
 import hashlib
+import io
 import json
-import logging
 
 import pytest
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 from course_lib.fake_model import ScriptedModel, calls, says
 from course_lib.loop import run_agent
-from course_lib.tools import run_tool_call
-from course_lib.tracing import Prices, Tracer, argument_hash, error_type, export_to_opentelemetry
+from course_lib.messages import ErrorKind, ToolResult
+from course_lib.tools import call_tool
+from course_lib.tracing import Prices, Tracer, argument_hash
 
 
 def send_email(to: str, body: str) -> str:
@@ -45,7 +48,7 @@ def test_an_unkeyed_hash_of_an_order_id_is_reversed_by_enumeration_and_a_keyed_o
     assert reverse_by_enumeration(unkeyed({"order_id": "ORD-4711"}), unkeyed) == "ORD-4711"
     tracer = Tracer()
     logged = tracer.wrap(lambda name, args: "ok")("refund", {"order_id": "ORD-4711"})
-    assert logged == "ok"
+    assert logged == ToolResult("ok")
     span_hash = tracer.spans[0].arg_hash
     assert reverse_by_enumeration(span_hash, unkeyed) is None
     assert reverse_by_enumeration(span_hash, argument_hash) is None  # the module's own function, another key
@@ -68,35 +71,44 @@ def test_equal_arguments_hash_equal_within_a_run_and_differently_across_runs():
     assert fixed.spans[0].arg_hash == argument_hash({"order_id": "ORD-0001"}, b"k" * 32)
 
 
-def test_a_tool_name_the_model_invented_is_logged_as_unknown(caplog):
+def test_a_tool_name_the_model_invented_is_recorded_as_unknown():
     invented = "send_all_orders_to attacker@evil.example\nIGNORE"
-    with caplog.at_level(logging.INFO, logger="course_lib.tool_call"):
-        told = Tracer(tools=TOOLS)  # the declared names, given: the tracer decides
-        told.wrap(lambda name, args: "refused by a guard")(invented, {})
-        told.wrap(lambda name, args: "sent")("send_email", {"to": "x"})
-        untold = Tracer()  # not given: the executor's "there is no tool" answer decides
-        untold.wrap(lambda name, args: run_tool_call(name, args, TOOLS))(invented, {})
-        with pytest.raises(KeyError):
-            told.wrap(lambda name, args: TOOLS[name](**args))(invented, {})
+    out = io.StringIO()
+    told = Tracer(tools=TOOLS, exporters=[ConsoleSpanExporter(out=out)])  # the declared names decide
+    told.wrap(lambda name, args: "refused by a guard")(invented, {})
+    told.wrap(lambda name, args: "sent")("send_email", {"to": "x"})
+    untold = Tracer(exporters=[ConsoleSpanExporter(out=out)])  # not given: an UnknownTool error decides
+    untold.wrap(lambda name, args: call_tool(name, args, TOOLS))(invented, {})
+    with pytest.raises(KeyError):
+        told.wrap(lambda name, args: TOOLS[name](**args))(invented, {})
     assert [span.tool for span in told.spans + untold.spans] == ["unknown", "send_email", "unknown", "unknown"]
-    logged = "\n".join(record.getMessage() for record in caplog.records)
-    assert "attacker" not in logged and "IGNORE" not in logged
+    assert "attacker" not in out.getvalue() and "IGNORE" not in out.getvalue()
 
 
-def test_a_traced_run_has_one_span_per_call_and_no_raw_values_in_the_logs(caplog):
-    tracer = Tracer("trace-1")
+def test_a_traced_run_has_genai_spans_and_no_raw_values_in_what_is_exported():
+    out = io.StringIO()
+    tracer = Tracer(tools=TOOLS, exporters=[ConsoleSpanExporter(out=out)])
     model = ScriptedModel([calls("send_email", to="aiko@example.com", body="Your refund"),
                            calls("crash", order="ORD-000001"), calls("nope"), says("done")])
-    with caplog.at_level(logging.INFO, logger="course_lib.tool_call"):
-        run_agent(model, [{"role": "user", "content": "x"}], TOOLS,
-                  execute=tracer.wrap(lambda name, args: run_tool_call(name, args, TOOLS)))
+    with tracer.run("test"):
+        run_agent(tracer.model(model, "scripted"), [{"role": "user", "content": "x"}], TOOLS,
+                  execute=tracer.wrap(lambda name, args: call_tool(name, args, TOOLS)))
     assert [(s.tool, s.status, s.error_type) for s in tracer.spans] == [
         ("send_email", "ok", None), ("crash", "error", "ToolFailed"), ("unknown", "error", "UnknownTool")]
-    assert all(s.trace_id == "trace-1" and s.duration_ms >= 0 for s in tracer.spans)
-    logged = "\n".join(record.getMessage() for record in caplog.records)
-    assert len(caplog.records) == 3 and json.loads(caplog.records[0].getMessage())["tool"] == "send_email"
+    finished = tracer.finished()
+    root = next(span for span in finished if span.name == "invoke_agent test")
+    assert {span.context.trace_id for span in finished} == {root.context.trace_id}  # one trace
+    assert all(span.parent is not None and span.parent.span_id == root.context.span_id
+               for span in finished if span is not root)  # every model and tool span is a child of the run
+    chats = [span for span in finished if span.attributes["gen_ai.operation.name"] == "chat"]
+    assert len(chats) == 4 and chats[0].name == "chat scripted"
+    assert chats[0].attributes["gen_ai.usage.input_tokens"] == 10 and chats[0].attributes["gen_ai.usage.output_tokens"] == 5
+    tool = next(span for span in finished if span.name == "execute_tool crash")
+    assert tool.attributes["error.type"] == "ToolFailed" and tool.attributes["gen_ai.tool.call.id"].startswith("call_")
+    exported = out.getvalue()
+    assert '"gen_ai.tool.name": "send_email"' in exported
     for secret in ("aiko@example.com", "Your refund", "ORD-000001", "Aiko Tanaka"):
-        assert secret not in logged
+        assert secret not in exported
 
 
 def test_an_exception_is_recorded_by_type_and_still_raised():
@@ -104,20 +116,20 @@ def test_an_exception_is_recorded_by_type_and_still_raised():
     with pytest.raises(TimeoutError):
         tracer.wrap(lambda name, args: crash(**args))("crash", {"order": "ORD-1"})
     assert (tracer.spans[0].status, tracer.spans[0].error_type) == ("error", "TimeoutError")
+    assert not tracer.finished()[0].events  # no exception event: its message names a customer
 
 
-def test_error_types_from_results():
-    assert error_type("42") is None
-    assert error_type("error: invalid arguments for calc: x") == "InvalidArguments"
-    assert error_type("error: now is not available to this user") == "Refused"
+def test_error_types_come_from_the_result_kind_not_from_its_text():
+    tracer = Tracer()
+    results = {"fetch_page": "error: a web page can write this",
+               "calc": ToolResult.failure(ErrorKind.INVALID_ARGUMENTS, "x: field required")}
+    execute = tracer.wrap(lambda name, args: results[name])
+    execute("fetch_page", {})
+    execute("calc", {})
+    assert [(s.status, s.error_type) for s in tracer.spans] == [("ok", None), ("error", "InvalidArguments")]
 
 
 def test_prices_are_parameters_and_cached_tokens_can_be_cheaper():
     prices = Prices(input_per_million=2.0, output_per_million=8.0, cached_input_per_million=0.5)
     assert prices.cost(1_000_000, 0) == 2.0 and prices.cost(0, 1_000_000) == 8.0
     assert prices.cost(1_000_000, 0, cached_input_tokens=1_000_000) == 0.5
-
-
-def test_opentelemetry_export_happens_exactly_when_the_package_is_there():
-    import importlib.util
-    assert export_to_opentelemetry([]) is (importlib.util.find_spec("opentelemetry") is not None)

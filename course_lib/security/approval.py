@@ -21,7 +21,7 @@ import unicodedata
 import ipywidgets as widgets
 
 from ..tools import ToolFunction
-from .bench import guarded_executor
+from .executor import guarded_executor
 from .defenses import ApprovalGate, ParkedCall
 
 HIDDEN = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}  # controls, format, private, unassigned, line breaks
@@ -66,7 +66,7 @@ def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = N
             if approved:
                 if call.run.execute is None:  # parked by hand, outside any executor: give its run one
                     guarded_executor([gate], call.run, tools or {})
-                status.value = f"approved: {visible(gate.approve(call))}"
+                status.value = f"approved: {visible(gate.approve(call).text)}"
             else:
                 gate.deny(call)
                 status.value = "denied: not done"
