@@ -1,4 +1,6 @@
-"""Shared fixtures: one real embedded server for the whole test session."""
+"""Shared fixtures: one real embedded server for the whole test session.
+
+Shared constants and helpers that tests import are in ``helpers.py``."""
 
 import os
 
@@ -23,14 +25,3 @@ def server():
 def url(server):
     return server.url
 
-
-def now() -> str:
-    """Return the current UTC time in ISO-8601 format."""
-    from datetime import datetime, timezone
-    return datetime.now(timezone.utc).isoformat()
-
-
-NOW_TOOL = {"type": "function", "function": {
-    "name": "now", "description": "Return the current UTC time in ISO-8601 format.",
-    "parameters": {"type": "object", "properties": {}, "required": []}}}
-GREEDY = {"temperature": 0, "seed": 42, "num_predict": 48}

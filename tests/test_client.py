@@ -4,7 +4,8 @@ import pytest
 
 from course_lib import runtime
 from course_lib.client import Client, OllamaError, resolve_host
-from conftest import GREEDY
+
+from helpers import GREEDY
 
 MODEL = "qwen2.5-coder:0.5b"
 

@@ -3,7 +3,7 @@
 import ollama
 import pytest
 
-from conftest import GREEDY, now
+from helpers import GREEDY, now
 
 pytestmark = pytest.mark.model
 MODEL = "qwen2.5-coder:0.5b"

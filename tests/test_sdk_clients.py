@@ -11,7 +11,7 @@ import anthropic
 import openai
 import pytest
 
-from conftest import NOW_TOOL
+from helpers import NOW_TOOL
 
 pytestmark = pytest.mark.model
 MODEL = "qwen2.5-coder:0.5b"

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from conftest import GREEDY, NOW_TOOL
+from helpers import GREEDY, NOW_TOOL
 
 pytestmark = pytest.mark.model
 
@@ -121,8 +121,8 @@ def test_num_predict_caps_the_answer(url):
 
 
 def test_stop_strings_end_the_answer_and_are_not_included(url):
-    reply = post(url, "/api/chat", {"model": MODEL, "stream": False,
-                                    "messages": [{"role": "user", "content": "Count from 1 to 10, separated by commas."}],
+    question = {"role": "user", "content": "Count from 1 to 10, separated by commas."}
+    reply = post(url, "/api/chat", {"model": MODEL, "stream": False, "messages": [question],
                                     "options": {**GREEDY, "stop": ["5"]}}).json()
     assert reply["done_reason"] == "stop"
     assert "4" in reply["message"]["content"] and "5" not in reply["message"]["content"]

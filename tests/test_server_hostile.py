@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from conftest import GREEDY, NOW_TOOL
+from helpers import GREEDY, NOW_TOOL
 
 pytestmark = pytest.mark.model
 

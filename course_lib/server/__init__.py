@@ -6,7 +6,8 @@ which ``runtime.connect()`` does for you). Inside, one module per step of a requ
 - ``guard``: refuses hostile requests before any route runs (origin, host, size, JSON shape)
 - ``wire``: the request bodies of Ollama's API, validated with their limits
 - ``dialects``: OpenAI's and Anthropic's requests and responses, translated to and from Ollama's
-- ``engine``: the model: prompt in, tokens out (llama-cpp-python)
+- ``engine``: the model: prompt in, tokens out (llama-cpp-python); ``ServedModel`` is what
+  the routes need of it, so tests can serve a scripted fake instead
 - ``scheduler``: one generation at a time, a bounded queue, 503 beyond it
 - ``streams``: the OpenAI and Anthropic response bodies and event streams
 - ``app``: the routes (FastAPI) that tie them together, and ``main`` for the command line

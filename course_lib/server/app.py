@@ -44,21 +44,20 @@ from typing import Any, TypeVar
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from jinja2 import TemplateError as JinjaError
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
-from jinja2 import TemplateError as JinjaError
-
 from .. import __version__
-from . import dialects
 from ..chat_template import Prompt, TemplateError
-from .engine import BadFormat, ContextTooLarge, Engine, GenerationStats, PromptTooLong
+from ..messages import describe_errors
 from ..models import REGISTRY, resolve_model
+from ..tool_parser import parse_tool_calls, possible_call_start
+from . import dialects
+from .engine import BadFormat, ContextTooLarge, Engine, GenerationStats, PromptTooLong, ServedModel
+from .guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
 from .scheduler import QueueFull, Scheduler
 from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
-from .guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
-from ..tool_parser import parse_tool_calls, possible_call_start
-from ..validation import describe_errors
 from .wire import ChatRequest, GenerateRequest, ShowRequest
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -94,7 +93,7 @@ def error_body(path: str, message: str, status: int) -> dict[str, Any]:
     return {"error": message}
 
 
-def create_app(engine: Engine, max_queue: int = 8, bound_host: str = "127.0.0.1",
+def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0.0.1",
                allowed_origins: list[str] | None = None) -> FastAPI:
     """The FastAPI application serving ``engine`` under the name ``engine.name``.
 
@@ -195,7 +194,7 @@ def create_app(engine: Engine, max_queue: int = 8, bound_host: str = "127.0.0.1"
     return app
 
 
-async def dialect_chat(engine: Engine, scheduler: Scheduler, request: Request, translate, error,
+async def dialect_chat(engine: ServedModel, scheduler: Scheduler, request: Request, translate, error,
                        whole, stream):
     """A chat in another API's dialect: translate the body to Ollama's, generate as ``/api/chat``
     does, and answer in the dialect (``whole`` for one JSON object, ``stream`` for server-sent
@@ -259,14 +258,14 @@ async def read_body(request: Request, model: type[Body]) -> Body:
         raise ApiError(400, describe_errors(error, whole="body")) from None
 
 
-def check_model(engine: Engine, name: str) -> None:
+def check_model(engine: ServedModel, name: str) -> None:
     if not name:
         raise ApiError(400, "model is required")
     if name not in (engine.name, f"{engine.name}:latest"):
         raise ApiError(404, f"model '{name}' not found")
 
 
-def render_or_400(engine: Engine, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Prompt:
+def render_or_400(engine: ServedModel, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Prompt:
     try:
         return engine.render_prompt(messages, tools)
     except (TemplateError, JinjaError, TypeError) as error:
@@ -298,7 +297,7 @@ async def start_generation(scheduler: Scheduler, prompt: str | Prompt,
     return replay()
 
 
-async def start_chat(engine: Engine, scheduler: Scheduler,
+async def start_chat(engine: ServedModel, scheduler: Scheduler,
                      body: ChatRequest) -> AsyncIterator[dict[str, Any] | GenerationStats]:
     """Render a validated chat request, start generating, and return its message events."""
     messages = [message.model_dump(exclude_none=True) for message in body.messages]
@@ -311,7 +310,8 @@ async def start_chat(engine: Engine, scheduler: Scheduler,
 async def collect(events: AsyncIterator[dict[str, Any] | GenerationStats]
                   ) -> tuple[str, list[dict[str, Any]], GenerationStats]:
     """A whole (non-streamed) reply: all content, all tool calls, and the final stats."""
-    content, calls = "", []
+    content: str = ""
+    calls: list[dict[str, Any]] = []
     async for event in events:
         if isinstance(event, GenerationStats):
             return content, calls, event
@@ -346,7 +346,7 @@ async def chat_events(pieces: AsyncIterator[str | GenerationStats],
             yield {"content": ready}
 
 
-async def respond(request: Request, engine: Engine, events: AsyncIterator[dict[str, Any] | GenerationStats],
+async def respond(request: Request, engine: ServedModel, events: AsyncIterator[dict[str, Any] | GenerationStats],
                   stream: bool, started: int, field: str):
     """Send the events as NDJSON lines (``stream``) or as one JSON object."""
 
@@ -376,11 +376,11 @@ async def respond(request: Request, engine: Engine, events: AsyncIterator[dict[s
     return StreamingResponse(ndjson(), media_type="application/x-ndjson")
 
 
-def loaded_response(engine: Engine, part: dict[str, Any]) -> dict[str, Any]:
+def loaded_response(engine: ServedModel, part: dict[str, Any]) -> dict[str, Any]:
     return {"model": engine.name, "created_at": now_rfc3339(), **part, "done": True, "done_reason": "load"}
 
 
-def details(engine: Engine) -> dict[str, Any]:
+def details(engine: ServedModel) -> dict[str, Any]:
     spec = REGISTRY.get(engine.name)
     return {"parent_model": "", "format": "gguf", "family": engine.architecture,
             "families": [engine.architecture],
@@ -388,7 +388,7 @@ def details(engine: Engine) -> dict[str, Any]:
             "quantization_level": spec.quantization if spec else engine.metadata.get("general.file_type", "")}
 
 
-def digest(engine: Engine) -> str:
+def digest(engine: ServedModel) -> str:
     spec = REGISTRY.get(engine.name)
     if spec is None:
         sha = hashlib.sha256()
@@ -399,17 +399,17 @@ def digest(engine: Engine) -> str:
     return "sha256:" + spec.sha256
 
 
-def modified_at(engine: Engine) -> str:
+def modified_at(engine: ServedModel) -> str:
     mtime = datetime.fromtimestamp(engine.path.stat().st_mtime, timezone.utc)
     return mtime.isoformat().replace("+00:00", "Z")
 
 
-def model_entry(engine: Engine) -> dict[str, Any]:
+def model_entry(engine: ServedModel) -> dict[str, Any]:
     return {"name": engine.name, "model": engine.name, "modified_at": modified_at(engine),
             "size": engine.path.stat().st_size, "digest": digest(engine), "details": details(engine)}
 
 
-def show_response(engine: Engine) -> dict[str, Any]:
+def show_response(engine: ServedModel) -> dict[str, Any]:
     """``/api/show``: template, details, GGUF metadata as ``model_info``, capabilities."""
     info = {key: _number_or_text(value) for key, value in engine.metadata.items()
             if key != "tokenizer.chat_template"}

@@ -4,15 +4,15 @@ Ollama serves ``/v1/chat/completions`` (OpenAI Chat Completions) and ``/v1/messa
 (Anthropic Messages) next to its own ``/api/chat``; so does the course's server. All three
 say the same things in different places:
 
-==================  ============================  ===================================  ======================================
-                    Ollama ``/api/chat``          OpenAI ``/v1/chat/completions``      Anthropic ``/v1/messages``
-==================  ============================  ===================================  ======================================
-tool declaration    ``function.parameters``       ``function.parameters``              ``input_schema`` (no ``function``)
-call arguments      a JSON object                 a JSON **string**                    ``input``, a JSON object
-result of a call    ``role: tool`` message        ``role: tool`` + ``tool_call_id``     ``tool_result`` block in a **user** turn
-error result        text in the result            text in the result                   ``is_error: true``
-stop signal         ``done_reason``               ``finish_reason: "tool_calls"``      ``stop_reason: "tool_use"``
-==================  ============================  ===================================  ======================================
+================  =======================  =================================  ========================================
+                  Ollama ``/api/chat``     OpenAI ``/v1/chat/completions``    Anthropic ``/v1/messages``
+================  =======================  =================================  ========================================
+tool declaration  ``function.parameters``  ``function.parameters``            ``input_schema`` (no ``function``)
+call arguments    a JSON object            a JSON **string**                  ``input``, a JSON object
+result of a call  ``role: tool`` message   ``role: tool`` + ``tool_call_id``  ``tool_result`` block in a **user** turn
+error result      text in the result       text in the result                 ``is_error: true``
+stop signal       ``done_reason``          ``finish_reason: "tool_calls"``    ``stop_reason: "tool_use"``
+================  =======================  =================================  ========================================
 
 This module holds only the translation, as pure functions: a request in a dialect becomes
 Ollama-style ``messages``, ``tools``, ``options`` and ``format``; the generated message

@@ -30,10 +30,10 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import llama_cpp
 from llama_cpp import Llama, LlamaGrammar
@@ -70,6 +70,29 @@ class GenerationStats:
     eval_count: int  # tokens generated
     eval_duration: int  # ns spent generating them
     load_duration: int = 0  # ns spent (re)loading the model for this request
+
+
+class ServedModel(Protocol):
+    """What the server (``app.py``, ``scheduler.py``) uses of a model.
+
+    ``Engine`` is the real one. Anything else with these members can be served too: the
+    tests serve a scripted fake, so the routes, streams and queue are tested in seconds
+    without loading the model.
+    """
+
+    name: str
+    path: Path  # the model file: /api/tags shows its size, date and hash
+    metadata: dict[str, str]  # the GGUF metadata: /api/show lists it
+    template: str  # the Jinja chat template
+
+    @property
+    def architecture(self) -> str: ...
+
+    def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+                      ) -> Prompt: ...
+
+    def generate(self, prompt: str | Prompt, options: Options | None = None, format: Format = None,
+                 cancel: threading.Event | None = None) -> Iterator[str | GenerationStats]: ...
 
 
 class Engine:
@@ -161,6 +184,8 @@ class Engine:
 
         Stops at the model's end-of-turn token, a ``stop`` string (not included in the
         text), ``num_predict`` tokens, a full context window, or when ``cancel`` is set.
+        The model's part is ``_sampled_bytes`` (tokens, as bytes); turning those into text
+        is ``generated_text``, which needs no model and is tested without one.
         """
         settings = {**DEFAULTS, **(options.model_dump(exclude_none=True) if options else {})}
         load_duration = self._fit_context(settings.get("num_ctx"))
@@ -169,48 +194,36 @@ class Engine:
         if len(tokens) >= self.n_ctx:
             raise PromptTooLong(f"the prompt is {len(tokens)} tokens but num_ctx is {self.n_ctx}; "
                                 "shorten the conversation or raise options.num_ctx")
+        limit = settings["num_predict"] if settings["num_predict"] >= 0 else self.n_ctx
+        budget = min(limit, self.n_ctx - len(tokens))  # num_predict, and the room left in the context
+        ending = yield from generated_text(self._sampled_bytes(tokens, settings, format),
+                                           settings.get("stop") or [], budget, cancel)
+        finished = time.perf_counter_ns()
+        first_token_at = ending.first_token_at or finished
+        yield GenerationStats(ending.done_reason, len(tokens), first_token_at - started, ending.eval_count,
+                              finished - first_token_at, load_duration)
+
+    def _sampled_bytes(self, tokens: list[int], settings: dict[str, Any], format: Format) -> Iterator[bytes]:
+        """The bytes of each token the model samples after ``tokens``, until it ends its turn.
+
+        llama.cpp samples lazily: each ``next`` evaluates one more token, so whoever stops
+        asking (a stop string, a cancelled request) stops the model.
+        """
         if self.reset_each_request:
             self.llm.reset()
         # No seed means a fresh random one (an earlier request's seed must not linger).
         self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
         self.llm.last_n_tokens_size = settings["repeat_last_n"]
-        stops: list[str] = settings.get("stop") or []
-        limit = settings["num_predict"] if settings["num_predict"] >= 0 else self.n_ctx
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text, sent, count, first_token_at, done_reason = "", 0, 0, None, "stop"
         for token in self.llm.generate(
             tokens, top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"],
             temp=settings["temperature"], repeat_penalty=settings["repeat_penalty"],
             presence_penalty=settings["presence_penalty"], frequency_penalty=settings["frequency_penalty"],
             grammar=self.grammar_for(format),
         ):
-            first_token_at = first_token_at or time.perf_counter_ns()
-            if cancel is not None and cancel.is_set():
-                break
             # The library's own completion code asks the vocabulary this way.
             if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
-                break
-            count += 1
-            text += decoder.decode(self.llm.detokenize([token]))
-            cut = _first_stop(text, stops)
-            if cut is not None:
-                text, decoder = text[:cut], None
-                break
-            safe = len(text) - _partial_stop_length(text, stops)
-            if safe > sent:
-                yield text[sent:safe]
-                sent = safe
-            if count >= limit or len(tokens) + count >= self.n_ctx:
-                done_reason = "length"
-                break
-        if decoder is not None:  # flush a character whose bytes were split across tokens
-            text += decoder.decode(b"", final=True)
-        if len(text) > sent:
-            yield text[sent:]
-        finished = time.perf_counter_ns()
-        first_token_at = first_token_at or finished
-        yield GenerationStats(done_reason, len(tokens), first_token_at - started, count,
-                              finished - first_token_at, load_duration)
+                return
+            yield self.llm.detokenize([token])
 
     def _fit_context(self, num_ctx: int | None) -> int:
         """Reload with a new context size when a request asks for one (Ollama does the same).
@@ -269,12 +282,124 @@ def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
     return [*gaps, (cursor, length)]
 
 
-def _first_stop(text: str, stops: list[str]) -> int | None:
+@dataclass
+class Ending:
+    """How a generation ended, as ``generated_text`` returns it."""
+
+    done_reason: str  # "stop" (end of turn, stop string, cancelled) or "length" (the token budget)
+    eval_count: int  # tokens turned into text (a token that ends the turn is not counted)
+    first_token_at: int | None  # perf_counter_ns() when the first token arrived; None if none did
+
+
+def generated_text(token_bytes: Iterable[bytes], stops: Sequence[str], budget: int,
+                   cancel: threading.Event | None = None) -> Generator[str, None, Ending]:
+    """Turn a model's tokens (their bytes) into the pieces of text to send; return the ``Ending``.
+
+    The loop of a generation, without the model: ``token_bytes`` ends when the model ends
+    its turn, and each token is checked for the other ways out, in this order: the request
+    was cancelled, a stop string is complete, ``budget`` tokens are spent (``"length"``).
+    Use it with ``ending = yield from generated_text(...)``: the pieces go on to your caller,
+    the ``Ending`` comes back to you.
+    """
+    text = TokenText(stops)
+    count, first_token_at, done_reason = 0, None, "stop"
+    for data in token_bytes:
+        first_token_at = first_token_at or time.perf_counter_ns()
+        if cancel is not None and cancel.is_set():
+            break
+        count += 1
+        if piece := text.feed(data):
+            yield piece
+        if text.stopped:
+            break
+        if count >= budget:
+            done_reason = "length"
+            break
+    if rest := text.finish():
+        yield rest
+    return Ending(done_reason, count, first_token_at)
+
+
+class TokenText:
+    r"""The text of generated tokens, released as it becomes safe to send.
+
+    A token is a few bytes, not a character: an emoji or an accented letter may be split
+    over two tokens, and the first token's bytes alone are not valid UTF-8. An incremental
+    decoder keeps such bytes until their character is complete (bytes still left over at
+    the very end become U+FFFD, "�"). The characters then pass a ``StopScanner``.
+
+    >>> text = TokenText(stops=[])
+    >>> text.feed(b"caf\xc3"), text.feed(b"\xa9!")  # "é" is two bytes in UTF-8: c3 a9
+    ('caf', 'é!')
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._scanner = StopScanner(stops)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether a stop string has been completed (nothing more will be released)."""
+        return self._scanner.stopped
+
+    def feed(self, data: bytes) -> str:
+        """Add one token's bytes; return the text that is now safe to send (maybe ``""``)."""
+        return self._scanner.feed(self._decoder.decode(data))
+
+    def finish(self) -> str:
+        """The rest, once no more tokens come: held-back text and any incomplete character."""
+        if self.stopped:
+            return ""
+        return self._scanner.finish() + self._decoder.decode(b"", final=True)
+
+
+class StopScanner:
+    """Holds back generated text that may be the beginning of a stop string.
+
+    A stop string can arrive split over tokens (``"END"`` as ``"E"`` then ``"ND"``), so text
+    cannot always be sent the moment it is generated: its end might begin a stop string.
+    ``feed`` returns only what is certainly not part of one and keeps the rest until later
+    text decides. Once a stop string is complete, the text before it is released, and the
+    stop string and everything after it are dropped.
+
+    >>> scanner = StopScanner(["END"])
+    >>> scanner.feed("It is 9 E"), scanner.feed("xit")  # the "E" waits: it could begin "END"
+    ('It is 9 ', 'Exit')
+    >>> scanner.feed(" at E"), scanner.feed("ND of day"), scanner.stopped
+    (' at ', '', True)
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = [stop for stop in stops if stop]
+        self.held = ""  # text received but not yet released
+        self.stopped = False
+
+    def feed(self, piece: str) -> str:
+        """Add ``piece``; return the text that is now safe to release (maybe ``""``)."""
+        if self.stopped:
+            return ""
+        text = self.held + piece
+        cut = _first_stop(text, self.stops)
+        if cut is not None:
+            self.held, self.stopped = "", True
+            return text[:cut]
+        safe = len(text) - _partial_stop_length(text, self.stops)
+        self.held = text[safe:]
+        return text[:safe]
+
+    def finish(self) -> str:
+        """The held-back text, released because no more text is coming."""
+        rest, self.held = self.held, ""
+        return rest
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    """Where the earliest stop string in ``text`` begins, or None."""
     positions = [text.find(stop) for stop in stops if stop and stop in text]
     return min(positions) if positions else None
 
 
-def _partial_stop_length(text: str, stops: list[str]) -> int:
+def _partial_stop_length(text: str, stops: Sequence[str]) -> int:
     """How many characters at the end of ``text`` could be the start of a stop string."""
     longest = 0
     for stop in stops:

@@ -17,7 +17,8 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .engine import Engine, GenerationStats
+from ..chat_template import Prompt
+from .engine import GenerationStats, ServedModel
 from .wire import Format, Options
 
 _END = object()
@@ -28,7 +29,7 @@ class QueueFull(RuntimeError):
 
 
 class Scheduler:
-    def __init__(self, engine: Engine, max_queue: int = 8) -> None:
+    def __init__(self, engine: ServedModel, max_queue: int = 8) -> None:
         self.engine = engine
         self.max_queue = max_queue
         self._model_lock = threading.Lock()
@@ -47,7 +48,7 @@ class Scheduler:
         with self._count_lock:
             self._admitted -= 1
 
-    async def generate(self, prompt: str, options: Options | None,
+    async def generate(self, prompt: str | Prompt, options: Options | None,
                        format: Format) -> AsyncIterator[str | GenerationStats]:
         """The engine's pieces, produced on a worker thread once the model is free.
 
@@ -95,3 +96,8 @@ class Scheduler:
     @property
     def busy(self) -> bool:
         return self._model_lock.locked()
+
+    @property
+    def pending(self) -> int:
+        """Generations whose requests still wait for them: the running one and those in line."""
+        return len(self._cancels)

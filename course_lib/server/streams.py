@@ -59,11 +59,12 @@ def anthropic_json(model: str, content: str, calls: list[dict[str, Any]], stats:
 async def anthropic_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
     """Messages stream events: message_start, a text block with its deltas, one tool_use block
     per call (its input as one JSON delta), message_delta with the stop reason, message_stop."""
-    message = {"id": dialects.random_id("msg_"), "type": "message", "role": "assistant", "model": model,
-               "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": 0, "output_tokens": 0}}
+    message: dict[str, Any] = {"id": dialects.random_id("msg_"), "type": "message", "role": "assistant",
+                               "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
+                               "usage": {"input_tokens": 0, "output_tokens": 0}}
     yield "message_start", {"type": "message_start", "message": message}
-    index, text_open, calls = 0, False, []
+    index, text_open = 0, False
+    calls: list[dict[str, Any]] = []
     async for event in events:
         if isinstance(event, GenerationStats):
             if text_open:

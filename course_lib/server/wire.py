@@ -45,7 +45,8 @@ MAX_TOOLS = 128
 MAX_STOPS = 16
 MAX_STOP_LENGTH = 128
 
-ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]  # pydantic's Rust regex: $ is the very end
+# pydantic checks patterns with a Rust regex, in which $ is the very end (no newline before it).
+ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,64}$")]
 StopString = Annotated[str, StringConstraints(min_length=1, max_length=MAX_STOP_LENGTH)]
 
 
