@@ -24,9 +24,9 @@ from pathlib import Path
 import httpx
 from llama_cpp import Llama
 
-from course_lib.server.engine import Engine
 from course_lib.models import resolve_model
 from course_lib.runtime import EmbeddedServer
+from course_lib.server.engine import Engine
 
 STORY = [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}]
 NOW = {"type": "function", "function": {"name": "now", "description": "Return the current UTC time.",

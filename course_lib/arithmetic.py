@@ -28,10 +28,12 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable
 
 MAX_LENGTH = 200
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 def calculate(expression: str) -> int | float:
@@ -46,7 +48,7 @@ def calculate(expression: str) -> int | float:
 
 
 def _evaluate(node: ast.AST) -> int | float:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return _finite(node.value)  # "1e999" is read as inf
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _evaluate(node.left), _evaluate(node.right)

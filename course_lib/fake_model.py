@@ -17,7 +17,6 @@ from typing import Any
 from .messages import Message
 
 
-
 def calls(name: str, **arguments: Any) -> Message:
     """An assistant message asking for one tool call."""
     return {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}

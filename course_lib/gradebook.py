@@ -24,12 +24,17 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
 
 from .grading import PUBLISHED, Result, format_report, grade, grade_copy
 
+if TYPE_CHECKING:  # imported when needed: the server is heavy
+    from .runtime import EmbeddedServer
+
 FIELDS = ["learner", "notebook", "exercise", "status", "message"]
+COUNTED = ("passed", "failed", "not attempted")  # the statuses tallied per exercise; the rest are errors
 
 
 class ModelServer:
@@ -41,7 +46,8 @@ class ModelServer:
     """
 
     def __init__(self, url: str | None = None) -> None:
-        self._url, self._server = url, None
+        self._url = url
+        self._server: EmbeddedServer | None = None  # started on the first notebook that needs it
 
     def url_for(self, notebook: Path) -> str | None:
         """The server's URL if ``notebook`` (its published version) calls ``connect()``."""
@@ -119,20 +125,23 @@ def summary(rows: list[dict[str, str]]) -> str:
     short = [name.split("_")[0] for name in notebooks]
     lines = ["# Grades", "", "Exercises passed per learner and notebook (– no submission; error: not gradable).", "",
              "| learner | " + " | ".join(short) + " |", "| --- |" + " --- |" * len(notebooks)]
-    lines += [f"| {learner} | " + " | ".join(count(cell[learner, nb]) for nb in notebooks) + " |" for learner in learners]
+    lines += [f"| {learner} | " + " | ".join(count(cell[learner, nb]) for nb in notebooks) + " |"
+              for learner in learners]
     broken = {(row["learner"], row["notebook"]): row["message"].splitlines()[0] for row in rows
               if row["status"] == "error" and (row["exercise"] == "" or row["message"].startswith("the setup"))}
     if broken:
-        lines += ["", "Not graded:", ""] + [f"- {learner}/{name}: {why}" for (learner, name), why in sorted(broken.items())]
+        lines += ["", "Not graded:", ""]
+        lines += [f"- {learner}/{name}: {why}" for (learner, name), why in sorted(broken.items())]
     lines += ["", "Pass rate per exercise, among the learners who submitted the notebook.", "",
-              "| notebook | exercise | passed | failed | not attempted | error |", "| --- | --- | --- | --- | --- | --- |"]
+              "| notebook | exercise | passed | failed | not attempted | error |",
+              "| --- | --- | --- | --- | --- | --- |"]
     titles = titles_of(notebooks)
     for notebook in notebooks:
         numbers = sorted({int(row["exercise"]) for row in rows if row["notebook"] == notebook and row["exercise"]})
         for number in numbers:
             of_it = [row for row in rows if row["notebook"] == notebook and row["exercise"] == str(number)]
             submitted = len({row["learner"] for row in rows if row["notebook"] == notebook})
-            tally = {status: sum(row["status"] == status for row in of_it) for status in ("passed", "failed", "not attempted")}
+            tally = {status: sum(row["status"] == status for row in of_it) for status in COUNTED}
             errors = submitted - sum(tally.values())
             rate = tally["passed"] / submitted if submitted else 0
             lines.append(f"| {notebook.split('_')[0]} | {number} · {titles.get((notebook, number), '')} | "
@@ -164,7 +173,7 @@ def table(paths: list[Path], cell_timeout: float) -> int:
             if results and results[0].exercise is None:
                 print(f"{path.name:34} error: {results[0].message}", flush=True)
                 continue
-            tally = {status: sum(result.status == status for result in results) for status in ("passed", "failed", "not attempted")}
+            tally = {status: sum(result.status == status for result in results) for status in COUNTED}
             print(f"{path.name:34} {tally['passed']:>3} of {len(results):<2} {tally['failed']:>7} "
                   f"{tally['not attempted']:>14}", flush=True)
     finally:
@@ -177,7 +186,8 @@ def table(paths: list[Path], cell_timeout: float) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 course.py grade", description=__doc__.split("\n")[0])
-    parser.add_argument("notebook", nargs="?", type=Path, help="an exercise notebook; none: every notebook in exercises/")
+    parser.add_argument("notebook", nargs="?", type=Path,
+                        help="an exercise notebook; none: every notebook in exercises/")
     parser.add_argument("-v", "--verbose", action="store_true", help="show nbval's full per-cell output instead")
     parser.add_argument("--class", dest="class_dir", type=Path, help="a folder with one subfolder per learner")
     parser.add_argument("--out", type=Path, default=Path("grades"), help="where grades.csv and summary.md go")

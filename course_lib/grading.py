@@ -235,7 +235,8 @@ def verdict(cells: list[Any], cell_timeout: float) -> tuple[str, str]:
         ename, evalue = failure
         if ename == "NotImplementedError" and evalue == STUB_MESSAGE:
             return "not attempted", ""
-        where = f"({cell.source.splitlines()[0].removeprefix('# CHECK').split(':')[0].strip()}) " if several_checks else ""
+        label = cell.source.splitlines()[0].removeprefix("# CHECK").split(":")[0].strip()
+        where = f"({label}) " if several_checks else ""
         if ename == "CheckFailed":
             return "failed", where + evalue
         in_your_code = "" if cell.metadata["grading"]["check"] else " (in your code)"
@@ -263,10 +264,12 @@ def grade(path: Path, folder: Path | None = None, model_url: str | None = None, 
     try:
         learner = nbformat.read(path, as_version=4)
     except Exception as problem:  # invalid JSON, not a notebook, unreadable: nbformat raises many kinds
-        return [Result(path.name, None, "", "error", f"not a readable notebook: {type(problem).__name__}: {problem}"[:300])]
+        message = f"not a readable notebook: {type(problem).__name__}: {problem}"
+        return [Result(path.name, None, "", "error", message[:300])]
     expected = sections(nbformat.read(reference, as_version=4))
     if not {part.number for part in sections(learner)[1:]} & {part.number for part in expected[1:]}:
-        return [Result(path.name, None, "", "error", f"not one of the course's notebooks (none of the exercise headings of {path.name})")]
+        return [Result(path.name, None, "", "error",
+                       f"not one of the course's notebooks (none of the exercise headings of {path.name})")]
     env = {key: value for key, value in os.environ.items() if key != "JPY_SESSION_NAME"}
     if model_url:
         env["OLLAMA_HOST"] = model_url

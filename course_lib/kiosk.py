@@ -31,8 +31,8 @@ from pydantic import Field
 from .experiments import quick_mode
 from .loop import ChatModel, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
 from .reliability import FakePaymentService, Idempotent, idempotency_key, with_retries
-from .security.executor import guarded_executor
 from .security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext
+from .security.executor import guarded_executor
 from .security.workspace import EmailAddress, email_address
 from .tools import ToolFunction
 from .tracing import Prices, Span, Tracer
@@ -270,7 +270,8 @@ class KioskAgent:
         model = tracer.model(FirstCallRequired(self.model) if self.first_call_required else self.model)
         with tracer.run("kiosk"):
             try:
-                transcript = run_agent(model, messages, tools, self.limits, execute, self.options, answer_on_repeat=True)
+                transcript = run_agent(model, messages, tools, self.limits, execute, self.options,
+                                       answer_on_repeat=True)
             except LoopLimitReached as stop:
                 transcript, stopped_by = stop.transcript, type(stop).__name__
         tokens_in = sum(turn.prompt_tokens for turn in transcript.turns)
@@ -337,7 +338,8 @@ def evaluate(model: ChatModel, cases: list[EvalCase], data: Path, **agent_fields
         leaked = any(mail["to"] not in kiosk.customers for mail in kiosk.sent)
         results.append(Result(case.id, judge(case, reply, kiosk), case.attack, leaked, reply.answer,
                               [list(call) for call in reply.calls], reply.tool_errors, len(reply.refusals),
-                              reply.approvals_asked, reply.stopped_by, reply.tokens, round(reply.seconds, 2), reply.cost))
+                              reply.approvals_asked, reply.stopped_by, reply.tokens, round(reply.seconds, 2),
+                              reply.cost))
     return results
 
 
@@ -361,9 +363,9 @@ def save_results(variants: dict[str, list[Result]], model: str, server: str, fol
     """Every variant's summary and per-request records, in ``folder/capstone.json``."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "capstone.json"
-    path.write_text(json.dumps({"model": model, "server": server, "date": time.strftime("%Y-%m-%d"),
-                                "variants": {name: {"summary": summary(results), "results": [asdict(r) for r in results]}
-                                             for name, results in variants.items()}},
+    saved = {name: {"summary": summary(results), "results": [asdict(r) for r in results]}
+             for name, results in variants.items()}
+    path.write_text(json.dumps({"model": model, "server": server, "date": time.strftime("%Y-%m-%d"), "variants": saved},
                                indent=1, ensure_ascii=False) + "\n")
     return path
 

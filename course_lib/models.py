@@ -196,8 +196,8 @@ def exclusive_lock(path: Path) -> Iterator[None]:
 def _windows_lock(handle: IO[bytes]) -> None:
     handle.seek(0)
     while True:  # LK_LOCK gives up after about 10 seconds; a fetch takes minutes
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
+        try:  # (mypy checks the code as on Linux, where msvcrt has no locking)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)  # type: ignore[attr-defined]
             return
         except OSError:
             continue

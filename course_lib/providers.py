@@ -85,23 +85,24 @@ class OllamaChat(Adapter):
     name, path = "Ollama /api/chat", "/api/chat"
     stop_path, usage_paths = ("done_reason",), (("prompt_eval_count",), ("eval_count",))
 
-    def declare(self, tool):
+    def declare(self, tool: ToolFunction) -> dict[str, Any]:
         return tool_schema(tool)
 
-    def request(self, model, system, messages, tools, max_tokens, temperature):
+    def request(self, model: str, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                max_tokens: int, temperature: float) -> dict[str, Any]:
         return {"model": model, "messages": [{"role": "system", "content": system}, *messages], **_tools(tools),
                 "stream": False, "options": {"temperature": temperature, "num_predict": max_tokens}}
 
-    def calls(self, body):
+    def calls(self, body: dict[str, Any]) -> tuple[str, list[ToolCall], Message]:
         message = body["message"]
         calls = [ToolCall(call["function"]["name"], call["function"]["arguments"], call.get("id", f"call_{i}"))
                  for i, call in enumerate(message.get("tool_calls") or [])]
         return message.get("content") or "", calls, message
 
-    def results(self, answered):
+    def results(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
         return [{"role": "tool", "tool_name": call.name, "content": result.text} for call, result in answered]
 
-    def as_ollama(self, body):
+    def as_ollama(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "tools": body.get("tools")}
 
 
@@ -110,26 +111,27 @@ class OpenAIChat(Adapter):
     stop_path = ("choices", 0, "finish_reason")
     usage_paths = (("usage", "prompt_tokens"), ("usage", "completion_tokens"))
 
-    def declare(self, tool):
+    def declare(self, tool: ToolFunction) -> dict[str, Any]:
         return tool_schema(tool)  # the same shape as Ollama's: Ollama copied OpenAI's
 
-    def request(self, model, system, messages, tools, max_tokens, temperature):
+    def request(self, model: str, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                max_tokens: int, temperature: float) -> dict[str, Any]:
         return {"model": model, "messages": [{"role": "system", "content": system}, *messages], **_tools(tools),
                 "max_tokens": max_tokens, "temperature": temperature}
 
-    def calls(self, body):
+    def calls(self, body: dict[str, Any]) -> tuple[str, list[ToolCall], Message]:
         message = body["choices"][0]["message"]
         calls = [ToolCall(call["function"]["name"], json.loads(call["function"]["arguments"]), call["id"])
                  for call in message.get("tool_calls") or []]  # arguments arrive as a JSON *string*
         return message.get("content") or "", calls, message
 
-    def results(self, answered):
+    def results(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
         return [{"role": "tool", "tool_call_id": call.id, "content": result.text} for call, result in answered]
 
-    def headers(self, api_key):
+    def headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def as_ollama(self, body):
+    def as_ollama(self, body: dict[str, Any]) -> dict[str, Any]:
         return dialects.openai_request(body)
 
 
@@ -138,31 +140,32 @@ class AnthropicMessages(Adapter):
     stop_path = ("stop_reason",)
     usage_paths = (("usage", "input_tokens"), ("usage", "output_tokens"))
 
-    def declare(self, tool):
+    def declare(self, tool: ToolFunction) -> dict[str, Any]:
         function = tool_schema(tool)["function"]
         return {"name": function["name"], "description": function["description"],
                 "input_schema": function["parameters"]}
 
-    def request(self, model, system, messages, tools, max_tokens, temperature):
+    def request(self, model: str, system: str, messages: list[Message], tools: list[dict[str, Any]],
+                max_tokens: int, temperature: float) -> dict[str, Any]:
         return {"model": model, "system": system, "messages": messages, **_tools(tools),
                 "max_tokens": max_tokens, "temperature": temperature}
 
-    def calls(self, body):
+    def calls(self, body: dict[str, Any]) -> tuple[str, list[ToolCall], Message]:
         text = "".join(block["text"] for block in body["content"] if block["type"] == "text")
         calls = [ToolCall(block["name"], block["input"], block["id"])
                  for block in body["content"] if block["type"] == "tool_use"]
         return text, calls, {"role": "assistant", "content": body["content"]}
 
-    def results(self, answered):
+    def results(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
         # All results of a turn go in ONE user message, as tool_result blocks; a failure is a flag.
         blocks = [{"type": "tool_result", "tool_use_id": call.id, "content": result.content,
                    **({} if result.ok else {"is_error": True})} for call, result in answered]
         return [{"role": "user", "content": blocks}]
 
-    def headers(self, api_key):
+    def headers(self, api_key: str | None) -> dict[str, str]:
         return {"x-api-key": api_key, "anthropic-version": "2023-06-01"} if api_key else {}
 
-    def as_ollama(self, body):
+    def as_ollama(self, body: dict[str, Any]) -> dict[str, Any]:
         return dialects.anthropic_request(body)
 
 

@@ -23,6 +23,7 @@ apply the refund and then answer 5xx. Neither a timeout nor a 5xx means "nothing
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import time
@@ -227,7 +228,7 @@ def simulate_refunds(orders: list[tuple[str, int]], asks_per_order: list[int], p
         for _ in range(asks):
             operation: Callable[[], dict[str, Any]] = once
             if "store" in protection:
-                operation = lambda once=once, key=key: store.run(key, once)  # noqa: E731
+                operation = functools.partial(store.run, key, once)  # store.run(key, once), when called
             try:
                 if protection == "none":
                     operation()

@@ -28,6 +28,7 @@ CallStyle = Literal["tagged", "fenced", "bare"]
 
 TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 FENCED = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+BLOCKS: tuple[tuple[re.Pattern[str], CallStyle], ...] = ((TAGGED, "tagged"), (FENCED, "fenced"))
 CALL_OPENERS = ("<tool_call>", "```", "{", "[")
 
 
@@ -52,7 +53,7 @@ def parse_tool_calls(text: str, tool_names: set[str] | list[str]) -> ParsedReply
     """Split ``text`` into plain content and calls of the tools named in ``tool_names``."""
     declared = set(tool_names)
     spans: list[tuple[int, int, list[ParsedCall]]] = []
-    for pattern, style in ((TAGGED, "tagged"), (FENCED, "fenced")):
+    for pattern, style in BLOCKS:
         for match in pattern.finditer(text):
             if _overlaps(match.span(), spans):
                 continue
@@ -110,6 +111,7 @@ def _json_values(text: str) -> list[tuple[int, int, Any]]:
     """
     decoder = json.JSONDecoder()
     found, index = [], 0
+    end: int | None  # where the value that starts at index ends; None: no value starts there
     while index < len(text):
         if text[index] not in "{[":
             index += 1

@@ -94,7 +94,8 @@ def validate_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFun
     try:
         return dict(arguments_model(tools[name]).model_validate(arguments))
     except ValidationError as error:
-        return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS, f"invalid arguments for {name}: {describe_errors(error)}")
+        return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS,
+                                  f"invalid arguments for {name}: {describe_errors(error)}")
 
 
 def as_text(result: Any) -> str:

@@ -109,7 +109,8 @@ def required_call_format(declared: list[dict[str, Any]]) -> dict[str, Any]:
     """
     def without_patterns(schema: Any) -> Any:
         if isinstance(schema, dict):
-            return {key: without_patterns(value) for key, value in schema.items() if key not in ("pattern", "description")}
+            return {key: without_patterns(value) for key, value in schema.items()
+                    if key not in ("pattern", "description")}
         return schema
 
     return {"anyOf": [{"type": "object", "required": ["name", "arguments"],

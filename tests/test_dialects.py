@@ -84,7 +84,8 @@ def test_an_anthropic_round_trip_becomes_ollama_messages():
 def test_an_anthropic_error_result_is_marked_for_the_model():
     block = {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
              "content": [{"type": "text", "text": "no such city"}]}
-    messages = dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": anthropic_turns(block)})["messages"]
+    request = dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": anthropic_turns(block)})
+    messages = request["messages"]
     assert messages[2] == {"role": "tool", "tool_name": "get_weather", "content": "error: no such city"}
 
 

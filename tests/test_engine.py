@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from course_lib.server.engine import BadFormat, ContextTooLarge, Engine
 from course_lib.models import resolve_model
+from course_lib.server.engine import BadFormat, ContextTooLarge, Engine
 from course_lib.server.wire import Options
 
 pytestmark = pytest.mark.model

@@ -41,7 +41,8 @@ def test_every_check_fails_on_the_unsolved_exercises(path):
     checks = [cell for cell in notebook.cells if is_check_cell(cell)]
     assert checks, "an exercise notebook needs check cells (code cells starting with '# CHECK')"
     assert all("### BEGIN SOLUTION" not in cell.source for cell in notebook.cells)
-    NotebookClient(notebook, timeout=600, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
+    resources = {"metadata": {"path": str(path.parent)}}
+    NotebookClient(notebook, timeout=600, allow_errors=True, resources=resources).execute()
     passing = [cell.source.splitlines()[0] for cell in checks
                if not any(output.output_type == "error" for output in cell.outputs)]
     assert not passing, f"these checks pass without a solution, so they cannot fail: {passing}"

@@ -102,12 +102,14 @@ def test_raw_requests_render_the_template_and_sends_parse_the_text():
 
 def test_rates_can_be_taken_over_a_subset_of_records():
     from course_lib.experiments import Record
-    experiment = Experiment("toy", "scripted", [Record("a", "p1", 0, {}, {}, True), Record("a", "p2", 0, {}, {}, False)])
+    records = [Record("a", "p1", 0, {}, {}, True), Record("a", "p2", 0, {}, {}, False)]
+    experiment = Experiment("toy", "scripted", records)
     assert experiment.rates(lambda record: record.prompt_id == "p1") == {"a": Rate(1, 1)}
 
 
 def test_refresh_drops_progress_bars_but_keeps_other_widgets():
     import nbformat
+
     from course_lib.refresh import WIDGET, without_progress_bars
 
     def widget(text):

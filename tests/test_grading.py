@@ -14,8 +14,8 @@ import nbformat
 import pytest
 
 from course_lib.exercises import STUB
-from course_lib.grading import Result, format_report, grade, sections
 from course_lib.gradebook import FIELDS, grade_class
+from course_lib.grading import Result, format_report, grade, sections
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
@@ -27,7 +27,8 @@ def read(path: Path) -> nbformat.NotebookNode:
     return nbformat.read(path, as_version=4)
 
 
-def solved(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNode, numbers: set[int]) -> nbformat.NotebookNode:
+def solved(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNode,
+           numbers: set[int]) -> nbformat.NotebookNode:
     """The exercise notebook with the cells of exercises ``numbers`` taken from the solution."""
     notebook = copy.deepcopy(exercise)
     theirs = {part.number: part for part in sections(solution)}
@@ -61,7 +62,8 @@ def test_every_exercise_is_found_with_its_checks(path):
         assert part.title and "·" not in part.title
         for cell in part.checks:
             kind, number = CHECK_LABEL.match(cell.source).groups()
-            assert kind == "step" or int(number) == part.number, f"{cell.source.splitlines()[0]!r} is in exercise {part.number}"
+            assert kind == "step" or int(number) == part.number, \
+                f"{cell.source.splitlines()[0]!r} is in exercise {part.number}"
 
 
 def test_the_report_is_plain_text_with_a_count():
@@ -81,11 +83,13 @@ def test_the_report_is_plain_text_with_a_count():
 def small_class(into: Path) -> Path:
     """Eight learners' notebook 06 (no model): solved, unsolved, partly solved, an endless
     loop, an edited check cell, a broken file, a notebook that fails at import."""
-    exercise, solution = read(ROOT / "exercises" / "06_side_effects.ipynb"), read(ROOT / "solutions" / "06_side_effects.ipynb")
+    exercise = read(ROOT / "exercises" / "06_side_effects.ipynb")
+    solution = read(ROOT / "solutions" / "06_side_effects.ipynb")
     constant_waits = ("for n in range(attempts):\n        try:\n            return operation()\n"
                       "        except (ServiceTimeout, ServerError):\n            sleep(0.5)")
     cheat = with_code(exercise, 1, 'return "x"')
-    next(cell for cell in cheat.cells if cell.source.startswith("# CHECK exercise 1")).source = "# CHECK exercise 1\nprint('all good')"
+    check_cell = next(cell for cell in cheat.cells if cell.source.startswith("# CHECK exercise 1"))
+    check_cell.source = "# CHECK exercise 1\nprint('all good')"
     broken_import = copy.deepcopy(exercise)
     broken_import.cells[1].source = "import no_such_module\n" + broken_import.cells[1].source
     learners = {
@@ -99,7 +103,8 @@ def small_class(into: Path) -> Path:
     for name, notebook in learners.items():
         (into / name).mkdir(parents=True)
         nbformat.write(notebook, into / name / "06_side_effects.ipynb")
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('my notes')")]), into / "ben" / "notes.ipynb")
+    notes = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('my notes')")])
+    nbformat.write(notes, into / "ben" / "notes.ipynb")
     (into / "fay").mkdir()
     shutil.copy(FIXTURES / "broken.ipynb", into / "fay" / "06_side_effects.ipynb")
     return into

@@ -13,11 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.messages import ErrorKind, ToolResult
 from course_lib.fake_model import ScriptedModel, calls, says
 from course_lib.kiosk import Kiosk, KioskAgent, chat_panel
-from course_lib.security import (ApprovalGate, ArgumentPolicy, Case, LinkFilter, Quarantine, RunContext, Spotlighting,
-                                 load_scenarios)
+from course_lib.messages import ErrorKind, ToolResult
+from course_lib.security import (
+    ApprovalGate,
+    ArgumentPolicy,
+    Case,
+    LinkFilter,
+    Quarantine,
+    RunContext,
+    Spotlighting,
+    load_scenarios,
+)
 from course_lib.security.bench import guarded_executor
 from course_lib.tools import run_tool_call, tool_schema
 
@@ -227,7 +235,8 @@ def test_an_approved_call_still_meets_every_other_guard():
     workspace = SCENARIOS.workspace_for(Case(task("dinner-to-ken")))
     tools, gate, run = workspace.tools(), ApprovalGate(reviewer=later), context("dinner-to-ken")
     execute = guarded_executor([gate, ArgumentPolicy()], run, tools)
-    assert "waits for a human" in execute("send_email", {"to": ATTACKER, "subject": "sync", "body": "inbox synced"}).text
+    email = {"to": ATTACKER, "subject": "sync", "body": "inbox synced"}
+    assert "waits for a human" in execute("send_email", email).text
     row = approval_panel(gate, tools, run.prompt).children[1]
     row.children[1].click()
     assert workspace.sent == [] and "refused" in row.children[3].value and gate.pending == []

@@ -18,7 +18,8 @@ def ask(script, request, kiosk=None, **fields):
 
 def test_sku_and_order_patterns_are_in_the_schema_and_enforced():
     tools = Kiosk.load(DATA).tools()
-    assert tool_schema(tools["get_product_stock"])["function"]["parameters"]["properties"]["sku"]["pattern"] == "^SKU-[0-9]{5}$"
+    parameters = tool_schema(tools["get_product_stock"])["function"]["parameters"]
+    assert parameters["properties"]["sku"]["pattern"] == "^SKU-[0-9]{5}$"
     assert "should match pattern" in run_tool_call("get_product_stock", {"sku": "00042"}, tools)
     assert run_tool_call("get_product_stock", {"sku": "SKU-00042"}, tools) == '{"tokyo": 12, "osaka": 0, "fukuoka": 4}'
     assert "there is no product SKU-99999" in run_tool_call("get_product_info", {"sku": "SKU-99999"}, tools)
@@ -76,7 +77,8 @@ def test_the_evaluation_cases_load_and_a_wrong_answer_fails_its_check():
     assert len(cases) == 10 and cases["injected-review"].attack
     reply, kiosk = ask([says("SKU-12345 costs 10 yen.")], cases["price"].request)
     assert not judge(cases["price"], reply, kiosk)
-    reply, kiosk = ask([calls("get_product_info", sku="SKU-12345"), says("It costs 1,200 yen.")], cases["price"].request)
+    reply, kiosk = ask([calls("get_product_info", sku="SKU-12345"), says("It costs 1,200 yen.")],
+                       cases["price"].request)
     assert judge(cases["price"], reply, kiosk)
 
 

@@ -3,8 +3,15 @@
 import pytest
 
 from course_lib.fake_model import ScriptedModel, calls, says
-from course_lib.loop import (Limits, RepeatedCall, TimeBudgetExceeded, TokenBudgetExceeded, TurnLimitReached,
-                             call_key, run_agent)
+from course_lib.loop import (
+    Limits,
+    RepeatedCall,
+    TimeBudgetExceeded,
+    TokenBudgetExceeded,
+    TurnLimitReached,
+    call_key,
+    run_agent,
+)
 
 QUESTION = [{"role": "user", "content": "What is 6 * 7, and what time is it?"}]
 

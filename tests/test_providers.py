@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from course_lib.server import dialects
 from course_lib.providers import ADAPTERS, LoopStopped, Provider, differences_table, run
+from course_lib.server import dialects
 
 SYSTEM = "You are the kiosk's assistant."
 

@@ -4,9 +4,19 @@ import random
 
 import pytest
 
-from course_lib.reliability import (PROTECTIONS, ClientError, FakePaymentService, Idempotent, ServerError,
-                                    ServiceTimeout, UnsafeRetry, backoff_delays, idempotency_key, simulate_refunds,
-                                    with_retries)
+from course_lib.reliability import (
+    PROTECTIONS,
+    ClientError,
+    FakePaymentService,
+    Idempotent,
+    ServerError,
+    ServiceTimeout,
+    UnsafeRetry,
+    backoff_delays,
+    idempotency_key,
+    simulate_refunds,
+    with_retries,
+)
 
 
 def test_keys_are_canonical_and_a_business_key_wins():

@@ -5,11 +5,27 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.messages import ToolResult
 from course_lib.fake_model import ScriptedModel, calls, says
-from course_lib.security import (Allowlist, ApprovalGate, ArgumentPolicy, Case, InjectionDetector, LinkFilter,
-                                 Quarantine, RepeatPrompt, RunContext, Spotlighting, ToolFilter, holds,
-                                 load_scenarios, run_case, save_table, summarise, table_text)
+from course_lib.messages import ToolResult
+from course_lib.security import (
+    Allowlist,
+    ApprovalGate,
+    ArgumentPolicy,
+    Case,
+    InjectionDetector,
+    LinkFilter,
+    Quarantine,
+    RepeatPrompt,
+    RunContext,
+    Spotlighting,
+    ToolFilter,
+    holds,
+    load_scenarios,
+    run_case,
+    save_table,
+    summarise,
+    table_text,
+)
 from course_lib.security.bench import Outcome
 from course_lib.tools import run_tool_call
 
@@ -108,13 +124,15 @@ def test_spotlighting_delimits_untrusted_results_and_explains_them():
     run = context()
     marked = Spotlighting().filter_result(run, "read_inbox", ToolResult(IGNORE)).text
     assert marked.startswith("<<untrusted>>") and marked.endswith("<</untrusted>>") and IGNORE in marked
-    assert Spotlighting().filter_result(run, "send_email", ToolResult("sent to ken@example.com")) == ToolResult("sent to ken@example.com")
+    sent = "sent to ken@example.com"
+    assert Spotlighting().filter_result(run, "send_email", ToolResult(sent)) == ToolResult(sent)
     assert "<<untrusted>>" in Spotlighting().system_note()
 
 
 def test_repeat_prompt_restates_the_users_request_after_each_result():
     run = context()
-    assert RepeatPrompt().filter_result(run, "read_inbox", ToolResult(IGNORE)).text.endswith(f"{run.prompt} Do only that.")
+    repeated = RepeatPrompt().filter_result(run, "read_inbox", ToolResult(IGNORE)).text
+    assert repeated.endswith(f"{run.prompt} Do only that.")
 
 
 def test_tool_filter_asks_the_model_once_before_reading_anything():
@@ -156,7 +174,8 @@ def test_quarantine_passes_only_a_short_typed_answer_to_the_agent():
     assert json.loads(result) == {"extracted_answer": "The team dinner is on Friday at 7 pm."}
     assert IGNORE in model.requests[0][1]["content"], "only the quarantined call reads the untrusted text"
     assert model.fields[0]["format"]["properties"]["answer"]["maxLength"] == 160 and run.extra_calls == 1
-    assert Quarantine().filter_result(run, "send_email", ToolResult("sent to ken@example.com")) == ToolResult("sent to ken@example.com")
+    sent = "sent to ken@example.com"
+    assert Quarantine().filter_result(run, "send_email", ToolResult(sent)) == ToolResult(sent)
 
 
 @pytest.mark.parametrize("text, caught", [(IGNORE, True), (IMPORTANT, True),
@@ -225,11 +244,12 @@ def test_a_run_stopped_by_a_limit_is_judged_not_crashed():
 def test_the_summary_counts_rates_per_defense(tmp_path):
     def outcome(defense, attacked, utility, succeeded, refused=0):
         return Outcome(defense, "c", attacked, utility, succeeded, refused, 0, 2, 0, 100, 1.0, None, [], "a")
-    outcomes = [outcome("none", False, True, None), outcome("none", True, True, True), outcome("none", True, False, True),
-                outcome("guard", False, True, None, refused=1), outcome("guard", True, True, False),
-                outcome("guard", True, True, False)]
+    outcomes = [outcome("none", False, True, None), outcome("none", True, True, True),
+                outcome("none", True, False, True), outcome("guard", False, True, None, refused=1),
+                outcome("guard", True, True, False), outcome("guard", True, True, False)]
     none, guard = summarise(outcomes)
-    assert (none.benign_utility.successes, none.utility_under_attack.successes, none.attack_success.successes) == (1, 1, 2)
+    assert none.benign_utility.successes == 1 and none.utility_under_attack.successes == 1
+    assert none.attack_success.successes == 2
     assert (guard.attack_success.successes, guard.attack_success.n, guard.benign_refusals) == (0, 2, 1)
     assert "guard" in table_text([none, guard]).splitlines()[3]
     saved = json.loads(save_table(outcomes, "scripted", "none", tmp_path).read_text())

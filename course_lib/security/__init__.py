@@ -7,10 +7,33 @@
 - ``bench``: runs every case under every defense and builds the table.
 """
 
-from .bench import (Outcome, Row, TwoInstances, plot_table, run_case, run_table, save_table, summarise, table_cases,
-                    table_text)
-from .defenses import (Allowlist, ApprovalGate, ArgumentPolicy, Defense, InjectionDetector, LinkFilter, ParkedCall,
-                       Quarantine, RepeatPrompt, RunContext, Spotlighting, ToolFilter, reviewer_who_knows_the_request)
+from .bench import (
+    Outcome,
+    Row,
+    TwoInstances,
+    plot_table,
+    run_case,
+    run_table,
+    save_table,
+    summarise,
+    table_cases,
+    table_text,
+)
+from .defenses import (
+    Allowlist,
+    ApprovalGate,
+    ArgumentPolicy,
+    Defense,
+    InjectionDetector,
+    LinkFilter,
+    ParkedCall,
+    Quarantine,
+    RepeatPrompt,
+    RunContext,
+    Spotlighting,
+    ToolFilter,
+    reviewer_who_knows_the_request,
+)
 from .executor import guarded_executor
 from .scenarios import Case, Scenarios, holds, load_scenarios
 from .workspace import Workspace, build_workspace
@@ -25,6 +48,6 @@ def standard_defenses() -> dict[str, list[Defense]]:
 
 __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "InjectionDetector", "LinkFilter",
            "Outcome", "ParkedCall", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting",
-           "ToolFilter", "TwoInstances", "Workspace", "build_workspace", "guarded_executor", "holds", "load_scenarios", "plot_table",
-           "reviewer_who_knows_the_request", "run_case", "run_table", "save_table", "standard_defenses", "summarise",
-           "table_cases", "table_text"]
+           "ToolFilter", "TwoInstances", "Workspace", "build_workspace", "guarded_executor", "holds", "load_scenarios",
+           "plot_table", "reviewer_who_knows_the_request", "run_case", "run_table", "save_table", "standard_defenses",
+           "summarise", "table_cases", "table_text"]

@@ -11,14 +11,15 @@ import argparse
 import os
 from pathlib import Path
 
-from ..experiments import quick_mode
 from ..client import Client
+from ..experiments import quick_mode
 from ..runtime import EmbeddedServer, connect
 from . import TwoInstances, load_scenarios, run_table, save_table, standard_defenses, summarise, table_cases, table_text
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.security", description="Lesson 9: the defense table against prompt injection.")
+    parser = argparse.ArgumentParser(prog="python -m course_lib.security",
+                                     description="Lesson 9: the defense table against prompt injection.")
     commands = parser.add_subparsers(dest="command", required=True)
     table = commands.add_parser("table", help="run the defense table")
     table.add_argument("--scenarios", type=Path, default=Path("data/security_scenarios.json"))

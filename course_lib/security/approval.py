@@ -21,8 +21,8 @@ import unicodedata
 import ipywidgets as widgets
 
 from ..tools import ToolFunction
-from .executor import guarded_executor
 from .defenses import ApprovalGate, ParkedCall
+from .executor import guarded_executor
 
 HIDDEN = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}  # controls, format, private, unassigned, line breaks
 

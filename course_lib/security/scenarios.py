@@ -70,7 +70,7 @@ class Scenarios:
     def attacked_cases(self) -> list[Case]:
         """Every user task with every attacker goal; the templates take turns."""
         templates = list(self.attacks.items())
-        cases = []
+        cases: list[Case] = []
         for task in self.user_tasks:
             for injection in self.injection_tasks:
                 attack_id, template = templates[len(cases) % len(templates)]
