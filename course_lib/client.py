@@ -16,7 +16,6 @@ An error answer (``{"error": "..."}`` with a 4xx/5xx status) raises ``OllamaErro
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .models import DEFAULT_MODEL
+from . import config
+from .config import DEFAULT_MODEL
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 
@@ -52,7 +52,7 @@ class Exchange:
 
 def resolve_host(value: str | None = None) -> str:
     """Ollama's rules for ``OLLAMA_HOST``: scheme defaults to http, port to 11434."""
-    value = (value or os.environ.get("OLLAMA_HOST") or DEFAULT_HOST).strip()
+    value = (value or config.ollama_host() or DEFAULT_HOST).strip()
     if "://" not in value:
         value = "http://" + value
     parts = urlsplit(value)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -27,14 +26,10 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from course_lib.chat_template import render
+from course_lib.config import quick_mode
 from course_lib.tool_parser import parse_tool_calls
 
 Prompt = dict[str, Any]
-
-
-def quick_mode() -> bool:
-    """True when ``COURSE_QUICK=1``: run small, for CI."""
-    return os.environ.get("COURSE_QUICK") == "1"
 
 
 def trials(full: int, quick: int = 1) -> int:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
+from . import config
 from .grading import PUBLISHED, Result, format_report, grade, grade_copy
 
 if TYPE_CHECKING:  # imported when needed: the server is heavy
@@ -56,11 +57,10 @@ class ModelServer:
             return None
         if self._url is None:
             from .client import resolve_host
-            from .models import DEFAULT_MODEL
-            from .runtime import EmbeddedServer, answers, has_model
+            from .runtime import EmbeddedServer, answers, chosen_model, has_model
 
             host = resolve_host()
-            if os.environ.get("COURSE_EMBEDDED") != "1" and answers(host) and has_model(host, DEFAULT_MODEL):
+            if not config.embedded_only() and answers(host) and has_model(host, chosen_model()):
                 self._url = host
             else:
                 self._server = EmbeddedServer()

@@ -39,6 +39,9 @@ from typing import IO, Any
 
 from tqdm.auto import tqdm
 
+from . import config
+from .config import DEFAULT_MODEL, cache_dir
+
 try:
     import fcntl  # Linux, macOS
 except ImportError:
@@ -47,8 +50,6 @@ try:
     import msvcrt  # Windows
 except ImportError:
     msvcrt = None  # type: ignore[assignment]
-
-DEFAULT_MODEL = "qwen2.5-coder:0.5b"
 
 
 class ModelFetchError(RuntimeError):
@@ -103,14 +104,6 @@ REGISTRY: dict[str, ModelSpec] = {
 }
 
 
-def cache_dir() -> Path:
-    """The folder that holds fetched models (``COURSE_CACHE_DIR`` overrides it)."""
-    if configured := os.environ.get("COURSE_CACHE_DIR"):
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "course-tool-calling"
-
-
 def spec_for(name: str) -> ModelSpec:
     """The registry entry for ``name``, or a clear error listing the known names."""
     try:
@@ -148,12 +141,11 @@ def resolve_model() -> tuple[str, Path]:
     ``COURSE_MODEL_PATH`` wins; its name is the file name without ``.gguf``.
     Otherwise ``COURSE_MODEL`` (default ``qwen2.5-coder:0.5b``) is fetched if needed.
     """
-    if custom := os.environ.get("COURSE_MODEL_PATH"):
-        path = Path(custom).expanduser()
+    if (path := config.model_path()) is not None:
         if not path.is_file():
-            raise ModelFetchError(f"COURSE_MODEL_PATH={custom} is not a file")
+            raise ModelFetchError(f"COURSE_MODEL_PATH={path} is not a file")
         return path.name.removesuffix(".gguf"), path
-    spec = spec_for(os.environ.get("COURSE_MODEL", DEFAULT_MODEL))
+    spec = spec_for(config.model_name())
     return spec.name, fetch(spec.name)
 
 
@@ -293,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.models", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     fetch_cmd = commands.add_parser("fetch", help="download, join and verify a model")
-    fetch_cmd.add_argument("name", nargs="?", default=os.environ.get("COURSE_MODEL", DEFAULT_MODEL))
+    fetch_cmd.add_argument("name", nargs="?", default=config.model_name())
     commands.add_parser("list", help="the models the course knows and whether they are here")
     args = parser.parse_args(argv)
     try:

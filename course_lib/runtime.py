@@ -25,8 +25,9 @@ from pathlib import Path
 
 import httpx
 
+from . import config
 from .client import Client, resolve_host
-from .models import DEFAULT_MODEL, cache_dir, spec_for
+from .models import cache_dir, spec_for
 
 
 class ServerStartError(RuntimeError):
@@ -86,9 +87,8 @@ _embedded: dict[str, EmbeddedServer] = {}  # model name -> the server this proce
 def chosen_model() -> str:
     """The model the embedded server loads when none is named, so ``connect()``'s default:
     ``COURSE_MODEL_PATH``'s file name without ``.gguf``, else ``COURSE_MODEL``, else the 0.5B."""
-    if custom := os.environ.get("COURSE_MODEL_PATH"):
-        return Path(custom).expanduser().name.removesuffix(".gguf")
-    return os.environ.get("COURSE_MODEL", DEFAULT_MODEL)
+    path = config.model_path()
+    return path.name.removesuffix(".gguf") if path is not None else config.model_name()
 
 
 def server_env(model: str | None) -> dict[str, str] | None:
@@ -148,7 +148,7 @@ def connect(model: str | None = None, echo: bool = False, quiet: bool = False) -
     if it has it, else the embedded server, started with that model."""
     model = model or chosen_model()
     host = resolve_host()
-    if os.environ.get("COURSE_EMBEDDED") != "1" and answers(host):
+    if not config.embedded_only() and answers(host):
         names = served_models(host)
         if model in names or f"{model}:latest" in names:
             if not quiet:
@@ -157,7 +157,7 @@ def connect(model: str | None = None, echo: bool = False, quiet: bool = False) -
         print(f"The Ollama server at {host} answers but does not have {model} (it has: "
               f"{', '.join(sorted(names)) or 'no models'}); `ollama pull {model}` adds it. "
               f"Using the course's embedded server with {model} instead.")
-    if not (os.environ.get("COURSE_MODEL_PATH") and model == chosen_model()):
+    if not (config.model_path() is not None and model == chosen_model()):
         spec_for(model)  # an unknown name fails here, listing the names the course knows
     server = embedded_server(model)
     if not quiet:

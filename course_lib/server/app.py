@@ -48,7 +48,7 @@ from jinja2 import TemplateError as JinjaError
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
-from .. import __version__
+from .. import __version__, config
 from ..chat_template import Prompt, TemplateError
 from ..messages import describe_errors
 from ..models import REGISTRY, resolve_model
@@ -469,15 +469,14 @@ def main(argv: list[str] | None = None) -> int:
                     max_n_ctx=args.max_num_ctx)
     print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s", file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,
-                            log_level=os.environ.get("COURSE_SERVER_LOG", "warning"),
-                            timeout_graceful_shutdown=2)
+    served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,
+                            log_level=config.server_log_level(), timeout_graceful_shutdown=2)
     # uvicorn catches SIGINT/SIGTERM, finishes shutting down, then raises the signal again
     # for the handler that was there before: ours, which makes that a normal exit.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: sys.exit(0))
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(served).run()
     finally:
         print("server stopped", file=sys.stderr, flush=True)
     return 0

@@ -22,12 +22,12 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import json
-import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from .. import config
 from .wire import MAX_BODY_BYTES, MAX_JSON_DEPTH
 
 APP_SCHEMES = ("app", "file", "tauri", "vscode-webview", "vscode-file")  # Ollama allows these too
@@ -70,7 +70,7 @@ def origin_allowed(origin: str, extra: list[str]) -> bool:
 
 
 def allowed_origins_from_env() -> list[str]:
-    return [item.strip() for item in os.environ.get("COURSE_ORIGINS", "").split(",") if item.strip()]
+    return config.extra_origins()
 
 
 def check_origin_and_host(headers: dict[str, str], bound_host: str, extra_origins: list[str]) -> None:
