@@ -1,22 +1,8 @@
-"""Small, honest experiments on a real model: rates with confidence intervals.
-
-An experiment runs one or more *conditions* (say, a vague and a specific tool
-description) over a set of labelled prompts, several *trials* each (different seeds),
-scores every response as a success or not, and reports each condition's success rate
-with a Wilson 95% interval: the range of true rates that fit what was observed. Two
-conditions whose intervals overlap a lot have not been shown to differ.
-
-Every request and response is kept, so a surprising number can be traced back to the
-exact text the model wrote. Results are saved as JSON under ``data/results/``.
-
-Set ``COURSE_QUICK=1`` to shrink trial counts (CI does): the pipeline runs end to end in
-a fraction of the time, and its numbers are then only a smoke test.
-"""
+"""Run conditions over labelled prompts, several trials each; keep every request and response; save the counts."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -25,9 +11,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from course_lib.chat_template import render
-from course_lib.config import quick_mode
-from course_lib.tool_parser import parse_tool_calls
+from ..chat_template import render
+from ..config import quick_mode
+from ..tool_parser import parse_tool_calls
+from .statistics import Rate
 
 Prompt = dict[str, Any]
 
@@ -35,38 +22,6 @@ Prompt = dict[str, Any]
 def trials(full: int, quick: int = 1) -> int:
     """The trial count to use: ``full`` normally, ``quick`` in quick mode."""
     return quick if quick_mode() else full
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval for a proportion (95% for z = 1.96).
-
-    Unlike the textbook ``p ± z·sqrt(p(1-p)/n)``, it stays inside [0, 1] and is sensible
-    for small n and for rates near 0 or 1, which is where small experiments live.
-    """
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-@dataclass
-class Rate:
-    successes: int
-    n: int
-
-    @property
-    def value(self) -> float:
-        return self.successes / self.n if self.n else float("nan")
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return wilson_interval(self.successes, self.n)
-
-    def __str__(self) -> str:
-        low, high = self.interval
-        return f"{self.value:6.1%}  [{low:5.1%}, {high:5.1%}]  ({self.successes}/{self.n})"
 
 
 @dataclass
@@ -181,19 +136,3 @@ def load_rates(path: Path) -> dict[str, Rate]:
     """The per-condition counts of a saved experiment."""
     data = json.loads(Path(path).read_text())
     return {condition: Rate(**counts) for condition, counts in data["conditions"].items()}
-
-
-def plot_rates(rates: dict[str, Rate], title: str, ylabel: str = "rate"):
-    """Bars with their Wilson 95% intervals, n under each label."""
-    import matplotlib.pyplot as plt
-
-    names = list(rates)
-    values = [rates[name].value for name in names]
-    lows = [rates[name].value - rates[name].interval[0] for name in names]
-    highs = [rates[name].interval[1] - rates[name].value for name in names]
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(names), 3.2))
-    ax.bar(range(len(names)), values, yerr=[lows, highs], capsize=5, color="tab:blue", alpha=0.8)
-    ax.set_xticks(range(len(names)), [f"{name}\n(n={rates[name].n})" for name in names], fontsize=8)
-    ax.set(title=title, ylabel=f"{ylabel} (95% interval)", ylim=(0, 1.05))
-    fig.tight_layout()
-    return fig

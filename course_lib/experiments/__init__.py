@@ -1,0 +1,37 @@
+"""Small, honest experiments on a real model: rates with confidence intervals.
+
+An experiment runs one or more *conditions* (say, a vague and a specific tool
+description) over a set of labelled prompts, several *trials* each (different seeds),
+scores every response as a success or not, and reports each condition's success rate
+with a Wilson 95% interval: the range of true rates that fit what was observed. Two
+conditions whose intervals overlap a lot have not been shown to differ.
+
+Every request and response is kept, so a surprising number can be traced back to the
+exact text the model wrote. Results are saved as JSON under ``data/results/``.
+
+Set ``COURSE_QUICK=1`` to shrink trial counts (CI does): the pipeline runs end to end in
+a fraction of the time, and its numbers are then only a smoke test.
+
+One module per part: ``statistics`` (rates and Wilson intervals), ``runner`` (conditions,
+trials, records, saved results), ``plots``.
+"""
+
+from ..config import quick_mode
+from .plots import plot_rates
+from .runner import (
+                     Experiment,
+                     Prompt,
+                     Record,
+                     load_rates,
+                     raw_sender,
+                     raw_tool_request,
+                     right_call,
+                     run_condition,
+                     save,
+                     save_rates,
+                     trials,
+)
+from .statistics import Rate, wilson_interval
+
+__all__ = ["Experiment", "Prompt", "Rate", "Record", "load_rates", "plot_rates", "quick_mode", "raw_sender",
+           "raw_tool_request", "right_call", "run_condition", "save", "save_rates", "trials", "wilson_interval"]

@@ -1,0 +1,40 @@
+"""The capstone: the kiosk's product assistant, with every layer of the course in one agent.
+
+    request ─> loop with limits (lesson 4) ─> model
+                   │ each call
+                   ▼
+    span per call (7) ─> validation (5): SKU and order-id patterns, strict amounts,
+                   │                      canonical addresses, no invented arguments
+                   ▼
+    guards (9), on the validated arguments: approval gate for refunds, recipient allowlist
+                   │                         for e-mail, quarantined reader for reviews
+                   ▼
+    tool, with exactly what the guards checked ─> refunds: once per order, retries (6)
+
+The shop (:class:`Kiosk`) holds the product master, the orders, the customer reviews and a
+record of every side effect, so an evaluation can check what really happened: which
+refunds the payment service made, which e-mails left. :class:`KioskAgent` puts the layers
+together; :func:`evaluate` runs it on a fixed set of customer requests.
+
+One module per part: ``shop`` (the data, its tools and side effects), ``agent`` (the
+layers wired together), ``evaluation`` (the fixed requests and their judge), ``panel``
+(the chat widget).
+"""
+
+from .agent import (
+           EXAMPLE_PRICES,
+           LIMITS,
+           OPTIONS,
+           SYSTEM_PROMPT,
+           KioskAgent,
+           KioskReply,
+           RecipientAllowlist,
+           StaffReviewer,
+)
+from .evaluation import EvalCase, Result, evaluate, evaluation_cases, judge, load_cases, save_results, summary
+from .panel import chat_panel
+from .shop import SIDE_EFFECTS, UNTRUSTED, Kiosk
+
+__all__ = ["EXAMPLE_PRICES", "LIMITS", "OPTIONS", "SIDE_EFFECTS", "SYSTEM_PROMPT", "UNTRUSTED", "EvalCase", "Kiosk",
+           "KioskAgent", "KioskReply", "RecipientAllowlist", "Result", "StaffReviewer", "chat_panel", "evaluate",
+           "evaluation_cases", "judge", "load_cases", "save_results", "summary"]

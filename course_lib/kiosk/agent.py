@@ -1,0 +1,142 @@
+"""The kiosk's assistant: model, shop, limits, guards and tracing, wired once."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..loop import ChatModel, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
+from ..security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext
+from ..security.executor import guarded_executor
+from ..security.workspace import email_address
+from ..tracing import Prices, Span, Tracer
+from .shop import UNTRUSTED, Kiosk
+
+SYSTEM_PROMPT = ("You are the product assistant of an industrial parts kiosk. Use the tools to look up products "
+                 "and orders; never guess stock, prices or lead times. Answer the customer in one or two sentences.")
+OPTIONS = {"temperature": 0, "seed": 0, "num_predict": 96}
+LIMITS = Limits(max_turns=5, max_identical_calls=1, max_tokens=8000, max_seconds=90)
+EXAMPLE_PRICES = Prices(input_per_million=0.15, output_per_million=0.60)  # a made-up small-model price, in USD
+
+
+class RecipientAllowlist(Defense):
+    """E-mail only to the shop's own customers: an injected address is refused, whatever the model thinks.
+
+    ``to`` arrives validated, in canonical form (``EmailAddress``), and the tool sends that
+    very string; so the check is a plain ``in`` on canonical addresses, with no cleaning here."""
+
+    name = "recipient allowlist"
+
+    def __init__(self, allowed: set[str]) -> None:
+        self.allowed = {email_address(address) for address in allowed}
+
+    def check_call(self, run, name, arguments):
+        if name != "send_email":
+            return None
+        to = arguments.get("to")
+        return None if to in self.allowed else f"{to!r} is not a customer of the shop"
+
+
+def words_of(text: str) -> set[str]:
+    """The whole words of a request, in upper case, thousands separators dropped:
+    "Refund 6,500 yen for ord-1003." gives {"REFUND", "6500", "YEN", "FOR", "ORD-1003"}."""
+    text = re.sub(r"(?<=[0-9]),(?=[0-9]{3})", "", text.upper())
+    return {word.strip("-") for word in re.findall(r"[A-Z0-9-]+", text)}
+
+
+@dataclass
+class StaffReviewer:
+    """The simulated staff member of automated runs. It sees the request and the shop's orders,
+    and approves an action on an order only if
+
+    - the customer named that order, as a whole word: "ORD-10021" does not name ORD-1002;
+    - for a refund, the amount is what the customer asked for and at most what was paid:
+      an amount written in the request, or, if the request names none, the whole amount paid.
+
+    (A reviewer answering ``None`` instead parks the call for the approval panel.)"""
+
+    orders: dict[str, dict[str, Any]]
+
+    def __call__(self, run: RunContext, name: str, arguments: dict[str, Any]) -> bool:
+        said = words_of(run.prompt)
+        order = self.orders.get(arguments.get("order_id", ""))
+        if order is None or arguments["order_id"] not in said:
+            return False
+        if "amount_jpy" not in arguments:
+            return True
+        asked = {int(word) for word in said if re.fullmatch(r"[0-9]+", word)} or {order["paid_jpy"]}
+        return arguments["amount_jpy"] in asked and arguments["amount_jpy"] <= order["paid_jpy"]
+
+
+@dataclass
+class KioskReply:
+    """One request handled by the agent: the answer and what it cost."""
+
+    request: str
+    answer: str | None
+    transcript: Transcript
+    tracer: Tracer  # its spans grow if a parked call is approved later
+    refusals: list[tuple[str, dict[str, Any], str]]
+    approvals_asked: int
+    stopped_by: str | None
+    seconds: float
+    tokens: int
+    cost: float
+
+    @property
+    def calls(self) -> list[tuple[str, dict[str, Any]]]:
+        return [call for turn in self.transcript.turns for call in turn.calls]
+
+    @property
+    def spans(self) -> list[Span]:
+        return self.tracer.spans
+
+    @property
+    def tool_errors(self) -> int:
+        return sum(span.status == "error" for span in self.spans)
+
+
+@dataclass
+class KioskAgent:
+    """The assistant: model, shop, limits, guards and tracing, wired once."""
+
+    model: ChatModel
+    kiosk: Kiosk
+    reviewer: Reviewer | None = None  # says True, False, or None: "ask a person later"; default a StaffReviewer
+    limits: Limits = field(default_factory=lambda: LIMITS)
+    options: dict[str, Any] = field(default_factory=lambda: dict(OPTIONS))
+    prices: Prices = EXAMPLE_PRICES
+    needs_approval: frozenset[str] = frozenset({"refund_order"})
+    first_call_required: bool = False  # the first reply must be a tool call (a grammar enforces it)
+    gate: ApprovalGate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.gate = ApprovalGate(self.reviewer or StaffReviewer(self.kiosk.orders), tools=self.needs_approval)
+
+    def defenses(self) -> list[Defense]:
+        return [self.gate, RecipientAllowlist(self.kiosk.customers), Quarantine(tools=UNTRUSTED)]
+
+    def ask(self, request: str) -> KioskReply:
+        tools = self.kiosk.tools()
+        run = RunContext(request, tuple(tools), {}, self.model, self.options)
+        tracer = Tracer()
+        execute = tracer.wrap(guarded_executor(self.defenses(), run, tools))
+        run.execute = execute  # an approved refund comes back through here: validated, guarded and traced
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
+        started, stopped_by = time.perf_counter(), None
+        model = tracer.model(FirstCallRequired(self.model) if self.first_call_required else self.model)
+        with tracer.run("kiosk"):
+            try:
+                transcript = run_agent(model, messages, tools, self.limits, execute, self.options,
+                                       answer_on_repeat=True)
+            except LoopLimitReached as stop:
+                transcript, stopped_by = stop.transcript, type(stop).__name__
+        tokens_in = sum(turn.prompt_tokens for turn in transcript.turns)
+        tokens_out = sum(turn.output_tokens for turn in transcript.turns)
+        return KioskReply(request, transcript.answer, transcript, tracer, run.refusals, run.approvals_asked,
+                          stopped_by, time.perf_counter() - started, transcript.tokens + run.extra_tokens,
+                          self.prices.cost(tokens_in + run.extra_tokens, tokens_out))
+
+
