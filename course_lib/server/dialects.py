@@ -29,7 +29,8 @@ import string
 import time
 from typing import Any
 
-Message = dict[str, Any]
+from ..messages import Message
+
 MAX_OUTPUT_TOKENS = 32_768  # the server's bound on options.num_predict (wire.py)
 
 
