@@ -80,6 +80,11 @@ class Client:
         return self.post("/api/chat", self._body(messages=messages, tools=tools, options=options,
                                                  stream=False, **fields))
 
+    def unload(self) -> dict[str, Any]:
+        """Ollama's way to unload the model: an empty chat with ``keep_alive: 0``. The course's
+        server keeps the weights and forgets its cached prompt, so the next request starts cold."""
+        return self.chat([], keep_alive=0)
+
     def chat_stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                     options: dict[str, Any] | None = None, **fields: Any) -> Iterator[dict[str, Any]]:
         """``POST /api/chat`` streaming: yields each NDJSON line as it arrives."""

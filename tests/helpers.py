@@ -101,10 +101,14 @@ class FakeEngine:
         self.runs: list[Run] = []
         self.unpaused = threading.Event()
         self.unpaused.set()
+        self.forgotten = 0  # times forget_cache() was called
 
     def say(self, *replies: Reply) -> None:
         """Queue replies for the next generations, in order."""
         self.replies.extend(replies)
+
+    def forget_cache(self) -> None:
+        self.forgotten += 1
 
     def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Prompt:
         return render_prompt(self.template, messages, tools, add_generation_prompt=True,

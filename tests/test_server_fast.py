@@ -105,6 +105,18 @@ def test_an_empty_chat_only_loads_the_model(client, engine):
     assert engine.runs == []
 
 
+@pytest.mark.parametrize("keep_alive", [0, "0", "0s", "0m"])
+def test_keep_alive_zero_unloads_which_drops_the_cached_prompt(client, engine, keep_alive):
+    reply = chat(client, messages=[], keep_alive=keep_alive).json()
+    assert reply["done_reason"] == "unload" and engine.forgotten == 1 and engine.runs == []
+    generated = client.post("/api/generate", json={"model": engine.name, "prompt": "", "keep_alive": keep_alive}).json()
+    assert generated["done_reason"] == "unload" and engine.forgotten == 2
+
+
+def test_a_nonzero_keep_alive_keeps_the_cache(client, engine):
+    assert chat(client, messages=[], keep_alive="5m").json()["done_reason"] == "load" and engine.forgotten == 0
+
+
 def test_a_tool_call_becomes_tool_calls_not_content(client, engine):
     engine.say(CALL)
     message = chat(client, tools=[NOW_TOOL]).json()["message"]

@@ -33,8 +33,8 @@ from .agent import (
 )
 from .evaluation import EvalCase, Result, evaluate, evaluation_cases, judge, load_cases, save_results, summary
 from .panel import chat_panel
-from .shop import SIDE_EFFECTS, UNTRUSTED, Kiosk
+from .shop import SIDE_EFFECTS, UNTRUSTED, Kiosk, OrderId, Sku, Yen
 
-__all__ = ["EXAMPLE_PRICES", "LIMITS", "OPTIONS", "SIDE_EFFECTS", "SYSTEM_PROMPT", "UNTRUSTED", "EvalCase", "Kiosk",
-           "KioskAgent", "KioskReply", "RecipientAllowlist", "Result", "StaffReviewer", "chat_panel", "evaluate",
-           "evaluation_cases", "judge", "load_cases", "save_results", "summary"]
+__all__ = ["EXAMPLE_PRICES", "EvalCase", "Kiosk", "KioskAgent", "KioskReply", "LIMITS", "OPTIONS", "OrderId",
+           "RecipientAllowlist", "Result", "SIDE_EFFECTS", "SYSTEM_PROMPT", "Sku", "StaffReviewer", "UNTRUSTED", "Yen",
+           "chat_panel", "evaluate", "evaluation_cases", "judge", "load_cases", "save_results", "summary"]

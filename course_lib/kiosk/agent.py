@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..loop import ChatModel, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
-from ..security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext
+from ..security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext, ShortAnswer
 from ..security.executor import guarded_executor
 from ..security.workspace import email_address
 from ..tracing import Prices, Span, Tracer
@@ -116,11 +116,11 @@ class KioskAgent:
         self.gate = ApprovalGate(self.reviewer or StaffReviewer(self.kiosk.orders), tools=self.needs_approval)
 
     def defenses(self) -> list[Defense]:
-        return [self.gate, RecipientAllowlist(self.kiosk.customers), Quarantine(tools=UNTRUSTED)]
+        return [self.gate, RecipientAllowlist(self.kiosk.customers), Quarantine(tools=UNTRUSTED, facts=ShortAnswer)]
 
     def ask(self, request: str) -> KioskReply:
         tools = self.kiosk.tools()
-        run = RunContext(request, tuple(tools), {}, self.model, self.options)
+        run = RunContext(request, {}, self.model, self.options)
         tracer = Tracer()
         execute = tracer.wrap(guarded_executor(self.defenses(), run, tools))
         run.execute = execute  # an approved refund comes back through here: validated, guarded and traced

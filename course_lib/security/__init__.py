@@ -11,6 +11,9 @@ from .bench import (
     Outcome,
     Row,
     TwoInstances,
+    best_defense,
+    claims,
+    load_outcomes,
     plot_table,
     run_case,
     run_table,
@@ -24,6 +27,7 @@ from .defenses import (
     ApprovalGate,
     ArgumentPolicy,
     Defense,
+    Facts,
     InjectionDetector,
     LinkFilter,
     ParkedCall,
@@ -32,10 +36,11 @@ from .defenses import (
     RunContext,
     Spotlighting,
     ToolFilter,
-    reviewer_who_knows_the_request,
+    request_reviewer,
+    tools_for_request,
 )
 from .executor import guarded_executor
-from .scenarios import Case, Scenarios, holds, load_scenarios
+from .scenarios import Case, ScenarioError, Scenarios, holds, load_scenarios
 from .workspace import Workspace, build_workspace
 
 
@@ -46,8 +51,9 @@ def standard_defenses() -> dict[str, list[Defense]]:
             "approval gate": [ApprovalGate()], "quarantined reader": [Quarantine()]}
 
 
-__all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "InjectionDetector", "LinkFilter",
-           "Outcome", "ParkedCall", "Quarantine", "RepeatPrompt", "Row", "RunContext", "Scenarios", "Spotlighting",
-           "ToolFilter", "TwoInstances", "Workspace", "build_workspace", "guarded_executor", "holds", "load_scenarios",
-           "plot_table", "reviewer_who_knows_the_request", "run_case", "run_table", "save_table", "standard_defenses",
-           "summarise", "table_cases", "table_text"]
+__all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "Facts", "InjectionDetector", "LinkFilter",
+           "Outcome", "ParkedCall", "Quarantine", "RepeatPrompt", "Row", "RunContext", "ScenarioError", "Scenarios",
+           "Spotlighting", "ToolFilter", "TwoInstances", "Workspace", "best_defense", "build_workspace", "claims",
+           "guarded_executor", "holds", "load_outcomes", "load_scenarios", "plot_table", "request_reviewer",
+           "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_text",
+           "tools_for_request"]

@@ -124,17 +124,34 @@ class Workspace:
         return {f.__name__: f for f in (read_web_page, read_inbox, send_email, send_money)}
 
 
-def fill(text: str, injection: str) -> str:
-    """Put an attack's text (or nothing) where ``{injection}`` marks a place for it."""
-    return text.replace("{injection}", injection).strip()
+POSITIONS = ("start", "middle", "end")
 
 
-def build_workspace(spec: dict[str, Any], vector: str | None = None, injection: str = "") -> Workspace:
-    """A fresh workspace from a scenario's ``workspace`` entry, with ``injection`` at ``vector`` only.
+def place(text: str, injection: str, position: str = "end") -> str:
+    """``text`` with ``injection`` placed at its start, between its middle sentences, or at its end.
 
-    ``vector`` is ``"inbox/<index>"`` or a page's address; every other place is left empty.
+    Where an attack sits matters to what survives: a defense that keeps only the beginning
+    of a text drops an attack at the end, and looks safer than it is. So attacks are
+    placed at all three positions in turn.
     """
-    inbox = [{**mail, "body": fill(mail["body"], injection if vector == f"inbox/{i}" else "")}
+    if not injection:
+        return text
+    if position == "start":
+        return f"{injection} {text}"
+    if position == "end":
+        return f"{text} {injection}"
+    if position != "middle":
+        raise ValueError(f"position must be one of {POSITIONS}, not {position!r}")
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    half = max(1, len(sentences) // 2)
+    return " ".join([*sentences[:half], injection, *sentences[half:]])
+
+
+def build_workspace(spec: dict[str, Any], vector: str | None = None, injection: str = "",
+                    position: str = "end") -> Workspace:
+    """A fresh workspace from a scenario's ``workspace`` entry, with ``injection`` placed in the
+    text at ``vector`` only (``"inbox/<index>"`` or a page's address); every other text is clean."""
+    inbox = [{**mail, "body": place(mail["body"], injection, position) if vector == f"inbox/{i}" else mail["body"]}
              for i, mail in enumerate(spec["inbox"])]
-    pages = {url: fill(text, injection if vector == url else "") for url, text in spec["pages"].items()}
+    pages = {url: place(text, injection, position) if vector == url else text for url, text in spec["pages"].items()}
     return Workspace(spec["user"], dict(spec["contacts"]), inbox, pages)

@@ -154,8 +154,9 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
         started = time.perf_counter_ns()
         body = await read_body(request, ChatRequest)
         check_model(engine, body.model)
-        if not body.messages:  # Ollama: an empty chat just loads the model
-            return JSONResponse(loaded_response(engine, {"message": {"role": "assistant", "content": ""}}))
+        if not body.messages:  # Ollama: an empty chat loads the model, or with keep_alive 0 unloads it
+            reason = await load_or_unload(scheduler, body.keep_alive)
+            return JSONResponse(loaded_response(engine, {"message": {"role": "assistant", "content": ""}}, reason))
         events = await unless_client_leaves(request, start_chat(engine, scheduler, body))
         return await respond(request, engine, events, body.stream, started, "message")
 
@@ -164,8 +165,9 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
         started = time.perf_counter_ns()
         body = await read_body(request, GenerateRequest)
         check_model(engine, body.model)
-        if not body.prompt:  # Ollama: an empty prompt just loads the model
-            return JSONResponse(loaded_response(engine, {"response": ""}))
+        if not body.prompt:  # Ollama: an empty prompt loads the model, or with keep_alive 0 unloads it
+            reason = await load_or_unload(scheduler, body.keep_alive)
+            return JSONResponse(loaded_response(engine, {"response": ""}, reason))
         if body.raw:
             prompt: str | Prompt = body.prompt  # the caller's own template: its markers are markers
         else:
@@ -376,8 +378,17 @@ async def respond(request: Request, engine: ServedModel, events: AsyncIterator[d
     return StreamingResponse(ndjson(), media_type="application/x-ndjson")
 
 
-def loaded_response(engine: ServedModel, part: dict[str, Any]) -> dict[str, Any]:
-    return {"model": engine.name, "created_at": now_rfc3339(), **part, "done": True, "done_reason": "load"}
+def loaded_response(engine: ServedModel, part: dict[str, Any], reason: str = "load") -> dict[str, Any]:
+    return {"model": engine.name, "created_at": now_rfc3339(), **part, "done": True, "done_reason": reason}
+
+
+async def load_or_unload(scheduler: Scheduler, keep_alive: str | int | float | None) -> str:
+    """What an empty request does, as in Ollama: ``keep_alive`` 0 "unloads" the model, which here
+    means its cached prompt is dropped (the weights stay loaded); anything else "loads" it."""
+    if keep_alive is not None and str(keep_alive).strip().rstrip("smh") in ("0", "0.0"):
+        await scheduler.forget_cache()
+        return "unload"
+    return "load"
 
 
 def details(engine: ServedModel) -> dict[str, Any]:

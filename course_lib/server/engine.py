@@ -94,6 +94,8 @@ class ServedModel(Protocol):
     def generate(self, prompt: str | Prompt, options: Options | None = None, format: Format = None,
                  cancel: threading.Event | None = None) -> Iterator[str | GenerationStats]: ...
 
+    def forget_cache(self) -> None: ...
+
 
 class Engine:
     """A loaded model. Call ``generate()`` from one thread at a time."""
@@ -224,6 +226,14 @@ class Engine:
             if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
                 return
             yield self.llm.detokenize([token])
+
+    def forget_cache(self) -> None:
+        """Forget the cached prompt: the next request is evaluated from its first token.
+
+        The server does this when a client asks Ollama to unload the model (an empty request
+        with ``keep_alive: 0``), so a benchmark can start every case from the same state.
+        """
+        self.llm.reset()
 
     def _fit_context(self, num_ctx: int | None) -> int:
         """Reload with a new context size when a request asks for one (Ollama does the same).

@@ -88,6 +88,13 @@ class Scheduler:
             cancel.set()
             self._cancels.discard(cancel)
 
+    async def forget_cache(self) -> None:
+        """Drop the engine's cached prompt once the model is free (after any running generation)."""
+        def work() -> None:
+            with self._model_lock:
+                self.engine.forget_cache()
+        await asyncio.to_thread(work)
+
     def cancel_all(self) -> None:
         """Stop every generation (used at shutdown)."""
         for cancel in list(self._cancels):
