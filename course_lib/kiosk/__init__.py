@@ -22,19 +22,21 @@ layers wired together), ``evaluation`` (the fixed requests and their judge), ``p
 """
 
 from .agent import (
-           EXAMPLE_PRICES,
-           LIMITS,
-           OPTIONS,
-           SYSTEM_PROMPT,
-           KioskAgent,
-           KioskReply,
-           RecipientAllowlist,
-           StaffReviewer,
+    EXAMPLE_PRICES,
+    LIMITS,
+    OPTIONS,
+    SYSTEM_PROMPT,
+    KioskAgent,
+    KioskReply,
+    RecipientAllowlist,
+    ReviewReader,
+    StaffReviewer,
 )
 from .evaluation import EvalCase, Result, evaluate, evaluation_cases, judge, load_cases, save_results, summary
 from .panel import chat_panel
 from .shop import SIDE_EFFECTS, UNTRUSTED, Kiosk, OrderId, Sku, Yen
 
 __all__ = ["EXAMPLE_PRICES", "EvalCase", "Kiosk", "KioskAgent", "KioskReply", "LIMITS", "OPTIONS", "OrderId",
-           "RecipientAllowlist", "Result", "SIDE_EFFECTS", "SYSTEM_PROMPT", "Sku", "StaffReviewer", "UNTRUSTED", "Yen",
-           "chat_panel", "evaluate", "evaluation_cases", "judge", "load_cases", "save_results", "summary"]
+           "RecipientAllowlist", "Result", "ReviewReader", "SIDE_EFFECTS", "SYSTEM_PROMPT", "Sku", "StaffReviewer",
+           "UNTRUSTED", "Yen", "chat_panel", "evaluate", "evaluation_cases", "judge", "load_cases", "save_results",
+           "summary"]

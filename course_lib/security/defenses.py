@@ -301,13 +301,6 @@ class Facts(BaseModel):
     count: int | None = Field(None, ge=0, le=1_000_000_000, description="a number of days, items, ...")
 
 
-class ShortAnswer(BaseModel):
-    """A weaker quarantine's output: a short sentence of free text (the attacker's words can pass)."""
-
-    model_config = ConfigDict(extra="forbid")
-    answer: str = Field(max_length=160)
-
-
 class Quarantine(Defense):
     """Dual LLM, in the manner of the dual-LLM and CaMeL designs: untrusted text goes only to a
     tool-less model call that fills in ``facts`` (a pydantic model) under its JSON schema; the
