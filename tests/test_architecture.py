@@ -14,7 +14,7 @@ LAYERS = [
     {"models"},
     {"server"},
     {"client", "runtime"},
-    {"tools", "validation", "loop", "providers", "reliability", "tracing", "arithmetic", "fake_model"},
+    {"tools", "validation", "loop", "providers", "reliability", "tracing", "arithmetic", "fake_model", "mcp_tools"},
     {"experiments"},
     {"security"},
     {"kiosk"},
