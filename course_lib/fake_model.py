@@ -34,6 +34,7 @@ class ScriptedModel:
         self.replies = list(replies)
         self.requests: list[list[Message]] = []
         self.declared: list[list[str]] = []  # the tool names offered with each request
+        self.tools: list[list[dict[str, Any]]] = []  # the declarations themselves
         self.fields: list[dict[str, Any]] = []  # other request fields, such as ``format``
         self.prompt_tokens_per_message = prompt_tokens_per_message
         self.output_tokens = output_tokens
@@ -44,6 +45,7 @@ class ScriptedModel:
             raise AssertionError("the script has no more replies: the loop asked the model once too often")
         self.requests.append(copy.deepcopy(messages))
         self.declared.append([tool["function"]["name"] for tool in tools or []])
+        self.tools.append(copy.deepcopy(tools or []))
         self.fields.append(fields)
         return {"message": self.replies.pop(0), "done": True, "done_reason": "stop",
                 "prompt_eval_count": self.prompt_tokens_per_message * len(messages), "eval_count": self.output_tokens}

@@ -13,7 +13,13 @@ A call's result comes back as content blocks, maybe ``structured_content``, and 
 Annotations are hints written by the server. A client that does not control the server
 must not let a server's ``read_only_hint`` decide that a refund needs no approval:
 ``needs_approval`` applies the client's own list first. ``pin`` and ``changed_tools``
-catch a server whose tool definitions change after they were reviewed.
+catch a server whose tool definitions change after they were reviewed, and
+``with_reviewed_descriptions`` replaces every description with the client's reviewed copy.
+
+The SDK is asynchronous; the course's loop is not. ``McpSession`` keeps a client session in an
+event loop on a background thread and answers each call when it is done, so an MCP server's
+tools become ``DeclaredTool``s that the loop, the guards and the spans use like any other.
+``recorded`` keeps every JSON-RPC message a transport carries, as it was serialised.
 """
 
 from __future__ import annotations
@@ -21,12 +27,18 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
-from mcp import types
+import anyio
+from anyio.from_thread import start_blocking_portal
+from mcp import Client, types
+from mcp.shared.message import SessionMessage
 
 from .messages import ErrorKind, ToolResult
+from .tools import DeclaredTool
 
 
 def ollama_tool(tool: types.Tool) -> dict[str, Any]:
@@ -79,3 +91,124 @@ def changed_tools(pinned: dict[str, str], tools: Iterable[types.Tool]) -> list[s
     """The names whose definition is not the pinned one: changed, added, or gone."""
     now = pin(tools)
     return sorted(name for name in pinned.keys() | now.keys() if pinned.get(name) != now.get(name))
+
+
+def with_reviewed_descriptions(tools: Iterable[types.Tool], reviewed: dict[str, str]) -> list[types.Tool]:
+    """The tools whose names the client has reviewed, each with the reviewed description in place
+    of the server's; a tool nobody reviewed is left out. What the server writes in a description
+    then never reaches the model."""
+    return [tool.model_copy(update={"description": reviewed[tool.name]}) for tool in tools if tool.name in reviewed]
+
+
+def without_changed(pinned: dict[str, str], tools: Iterable[types.Tool]) -> list[types.Tool]:
+    """The tools whose definition is still the pinned one; a changed or new tool is left out."""
+    tools = list(tools)
+    changed = set(changed_tools(pinned, tools))
+    return [tool for tool in tools if tool.name not in changed]
+
+
+class McpSession:
+    """An MCP client session for ordinary (synchronous) code, such as the course's loop.
+
+        with McpSession(server) as session:       # an MCPServer, StdioServerParameters, a URL...
+            listed = session.list_tools()         # tools/list, every page
+            tools = session.tools(listed)         # name -> DeclaredTool, for run_agent
+            session.call("get_product_stock", {"sku": "SKU-00042"})   # tools/call -> ToolResult
+
+    ``log``, if given, receives every JSON-RPC message that passes (``recorded``); it needs a
+    transport with messages, so an in-process server is then connected through memory streams.
+    ``mode="legacy"`` speaks the protocol as it was before its 2026-07-28 revision (an
+    ``initialize`` handshake) instead of letting the SDK choose."""
+
+    def __init__(self, server: Any, log: list[dict[str, Any]] | None = None, mode: str = "auto") -> None:
+        self.server, self.log, self.mode = server, log, mode
+        self._stack = ExitStack()
+
+    def __enter__(self) -> McpSession:
+        self.portal = self._stack.enter_context(start_blocking_portal())
+        target = self.server if self.log is None else recorded(transport_for(self.server), self.log)
+        self.client = self._stack.enter_context(self.portal.wrap_async_context_manager(Client(target, mode=self.mode)))
+        return self
+
+    def __exit__(self, *problem: Any) -> None:
+        self._stack.close()
+
+    def list_tools(self) -> list[types.Tool]:
+        """Every tool the server lists now (following ``next_cursor`` through the pages)."""
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = self.portal.call(partial(self.client.list_tools, cursor=cursor))
+            tools += page.tools
+            if not page.next_cursor:
+                return tools
+            cursor = page.next_cursor
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """``tools/call``: the result as a ``ToolResult`` (an MCP error result is a failure)."""
+        return tool_result(self.portal.call(self.client.call_tool, name, arguments))
+
+    def tools(self, listed: Iterable[types.Tool]) -> dict[str, DeclaredTool]:
+        """The listed tools as the loop's tools: declared as listed, run through this session."""
+        return {tool.name: DeclaredTool(ollama_tool(tool), partial(self.call, tool.name)) for tool in listed}
+
+
+def transport_for(server: Any) -> AbstractAsyncContextManager[Any]:
+    """The transport ``mcp.Client`` would use for ``server``, as a context manager of its own."""
+    from mcp.client._memory import InMemoryTransport
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.server.mcpserver import MCPServer
+
+    if isinstance(server, StdioServerParameters):
+        return stdio_client(server)
+    if isinstance(server, MCPServer):
+        return InMemoryTransport(server._lowlevel_server)  # the SDK's own in-memory transport
+    raise TypeError(f"recording needs a stdio or in-process server, not {type(server).__name__}")
+
+
+@asynccontextmanager
+async def recorded(transport: AbstractAsyncContextManager[Any], log: list[dict[str, Any]]) -> AsyncIterator[Any]:
+    """``transport``, with every JSON-RPC message it carries appended to ``log`` as
+    ``{"direction": "client -> server" or "server -> client", "message": ...}``, the message
+    as the stdio transport writes it on its line."""
+    async with transport as (read, write):
+        yield _Tap(read, log, "server -> client"), _Tap(write, log, "client -> server")
+
+
+class _Tap:
+    """A read or write stream that notes each message before passing it on."""
+
+    def __init__(self, stream: Any, log: list[dict[str, Any]], direction: str) -> None:
+        self.stream, self.log, self.direction = stream, log, direction
+
+    def _note(self, item: Any) -> None:
+        if isinstance(item, SessionMessage):
+            text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+            self.log.append({"direction": self.direction, "message": json.loads(text)})
+
+    async def send(self, item: Any) -> None:
+        self._note(item)
+        await self.stream.send(item)
+
+    async def receive(self) -> Any:
+        item = await self.stream.receive()
+        self._note(item)
+        return item
+
+    def __aiter__(self) -> _Tap:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self) -> _Tap:
+        return self
+
+    async def __aexit__(self, *problem: Any) -> None:
+        await self.aclose()

@@ -11,22 +11,64 @@ the schema and the argument check come from the same source. ``call_tool`` valid
 runs one call and returns a typed ``ToolResult`` (ok, or an error of a kind);
 ``run_tool_calls`` answers every call in an assistant message with a ``tool`` message: the
 result, or an error the model can read. A call is never left without an answer.
+
+A tool can also come with its declaration already written, by someone else: an MCP server
+lists its tools as name, description and JSON Schema (lesson 12). ``DeclaredTool`` keeps that
+declaration as given and checks arguments against its schema (``jsonschema``) instead of a
+Python signature; everything else (the loop, the guards, the spans) treats it like any tool.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import re
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
+import jsonschema
 from pydantic import Field, ValidationError, create_model
 
 from .messages import ErrorKind, ToolResult, describe_errors
 from .validation import parameters_schema
 
 ToolFunction = Callable[..., Any]
+
+
+class DeclaredTool:
+    """A tool whose declaration was written elsewhere (an MCP server's ``tools/list``), and whose
+    implementation is ``run(arguments)``: a call to that server, say.
+
+    It is called like a function (``tool(sku="SKU-00042")``), and ``inspect.signature`` shows the
+    schema's properties as keyword arguments, so code written for Python tools works unchanged."""
+
+    def __init__(self, declaration: dict[str, Any], run: Callable[[dict[str, Any]], Any]) -> None:
+        self.declaration = copy.deepcopy(declaration)
+        self.run = run
+        self.__name__ = declaration["function"]["name"]
+        self.__doc__ = declaration["function"].get("description", "")
+        names = self.parameters.get("properties", {})
+        self.__signature__ = inspect.Signature([inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY)
+                                                for name in names if name.isidentifier()])
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self.declaration["function"].get("parameters") or {"type": "object", "properties": {}}
+
+    def check(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments, if they satisfy the declared schema; else ``ValueError`` naming every problem."""
+        validator = jsonschema.Draft202012Validator(self.parameters)
+        problems = sorted(validator.iter_errors(arguments), key=lambda error: list(error.path))
+        if problems:
+            raise ValueError("; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in problems))
+        return dict(arguments)
+
+    def __call__(self, **arguments: Any) -> Any:
+        return self.run(arguments)
+
+    def __repr__(self) -> str:
+        return f"DeclaredTool({self.__name__!r})"
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -58,6 +100,8 @@ def arguments_model(function: ToolFunction):
 
 def tool_schema(function: ToolFunction) -> dict[str, Any]:
     """The declaration the model sees, in Ollama's (and OpenAI's) ``tools`` format."""
+    if isinstance(function, DeclaredTool):
+        return copy.deepcopy(function.declaration)
     summary, _ = parse_docstring(inspect.getdoc(function) or "")
     return {"type": "function", "function": {"name": function.__name__, "description": summary,
                                              "parameters": parameters_schema(arguments_model(function))}}
@@ -75,9 +119,15 @@ def call_tool(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunctio
     if isinstance(checked, ToolResult):
         return checked
     try:
-        return ToolResult(as_text(tools[name](**checked)))
+        return result_of(tools[name](**checked))
     except Exception as error:  # the model reads this and can try something else
         return ToolResult.failure(ErrorKind.TOOL_FAILED, f"{name} failed: {error}")
+
+
+def result_of(value: Any) -> ToolResult:
+    """A tool's return value as a ``ToolResult``: as it is if it is one already (an MCP call's
+    result says itself whether it failed), else ok, as text."""
+    return value if isinstance(value, ToolResult) else ToolResult(as_text(value))
 
 
 def run_tool_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFunction]) -> str:
@@ -91,8 +141,14 @@ def validate_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFun
     if name not in tools:
         return ToolResult.failure(ErrorKind.UNKNOWN_TOOL,
                                   f"there is no tool named {name!r}; the tools are: {', '.join(sorted(tools))}")
+    tool = tools[name]
+    if isinstance(tool, DeclaredTool):
+        try:
+            return tool.check(arguments)
+        except ValueError as error:
+            return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS, f"invalid arguments for {name}: {error}")
     try:
-        return dict(arguments_model(tools[name]).model_validate(arguments))
+        return dict(arguments_model(tool).model_validate(arguments))
     except ValidationError as error:
         return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS,
                                   f"invalid arguments for {name}: {describe_errors(error)}")

@@ -1,4 +1,5 @@
-"""``python -m course_lib.security table --scenarios FILE --out DIR``: the defense table, outside a notebook.
+"""``python -m course_lib.security table --scenarios FILE --out DIR``: the defense table, outside a notebook;
+``python -m course_lib.security poisoning ...``: lesson 12's tool-poisoning table, the same way.
 
 Runs every benign and attacked case of the scenarios file (format: ``scenarios.py``) under
 every standard defense (or those named with ``--defenses``), prints the table and the
@@ -7,7 +8,7 @@ claims it supports, and saves it with every judged run to ``DIR/defense_table.js
 Two fresh server instances are started (one for the agent's turns, one for tool-free
 calls), and before every case both forget their cached prompts (``--no-reset-cache`` keeps
 them: faster, but then a case's output can depend on the case before it). ``--quick`` (or
-``COURSE_QUICK=1``) runs one attacked case per defense, as CI does.
+``COURSE_QUICK=1``) runs one attacked case per defense (two for poisoning: one per server), as CI does.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..client import Client
 from ..config import quick_mode
 from ..runtime import EmbeddedServer, chosen_model
 from . import (
+    Outcome,
     TwoInstances,
     claims,
     load_scenarios,
@@ -36,28 +40,43 @@ from .bench import RememberedReplies
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m course_lib.security",
-                                     description="Lesson 9: the defense table against prompt injection.")
+                                     description="Lesson 9's defense table and lesson 12's tool-poisoning table.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--scenarios", type=Path, default=Path("data/security_scenarios.json"))
+    common.add_argument("--out", type=Path, default=None, help="folder for the results (default data/results)")
+    common.add_argument("--defenses", default=None, help="comma-separated rows to run (default: all)")
+    common.add_argument("--reset-cache", action=argparse.BooleanOptionalAction, default=True,
+                        help="start every case from an empty prompt cache (default: yes)")
+    common.add_argument("--quick", action="store_true", help="a smoke test: one or two attacked cases per row")
     commands = parser.add_subparsers(dest="command", required=True)
-    table = commands.add_parser("table", help="run the defense table")
-    table.add_argument("--scenarios", type=Path, default=Path("data/security_scenarios.json"))
-    table.add_argument("--out", type=Path, default=None, help="folder for the results (default data/results)")
-    table.add_argument("--defenses", default=None,
-                       help=f"comma-separated rows to run (default all: {', '.join(standard_defenses())})")
-    table.add_argument("--reset-cache", action=argparse.BooleanOptionalAction, default=True,
-                       help="start every case from an empty prompt cache (default: yes)")
-    table.add_argument("--quick", action="store_true", help="a smoke test: one attacked case per defense")
+    commands.add_parser("table", parents=[common], help="the defense table (lesson 9)")
+    commands.add_parser("poisoning", parents=[common], help="the tool-poisoning table (lesson 12)")
     args = parser.parse_args(argv)
     if args.quick:
         os.environ["COURSE_QUICK"] = "1"
-    defenses = standard_defenses()
-    if args.defenses:
-        names = [name.strip() for name in args.defenses.split(",") if name.strip()]
-        unknown = [name for name in names if name not in defenses]
-        if unknown:
-            parser.error(f"unknown defenses {unknown}; the rows are: {', '.join(defenses)}")
-        defenses = {name: defenses[name] for name in names}
     scenarios = load_scenarios(args.scenarios)
-    benign, attacked = table_cases(scenarios)
+
+    def chosen(rows: dict[str, Any]) -> dict[str, Any]:
+        names = [name.strip() for name in (args.defenses or "").split(",") if name.strip()] or list(rows)
+        unknown = [name for name in names if name not in rows]
+        if unknown:
+            parser.error(f"unknown defenses {unknown}; the rows are: {', '.join(rows)}")
+        return {name: rows[name] for name in names}
+
+    if args.command == "poisoning":
+        from .poisoning import poisoning_cases, run_poisoning_table, standard_rows
+        policies, (benign, attacked) = chosen(standard_rows(scenarios)), poisoning_cases(scenarios)
+        name = "tool_poisoning"
+
+        def run(model: TwoInstances, before_each: Callable[[], None] | None) -> list[Outcome]:
+            return run_poisoning_table(model, scenarios, policies, benign, attacked, before_each)
+    else:
+        defenses, (benign, attacked) = chosen(standard_defenses()), table_cases(scenarios)
+        name = "defense_table"
+
+        def run(model: TwoInstances, before_each: Callable[[], None] | None) -> list[Outcome]:
+            return run_table(model, scenarios, defenses, benign, attacked, before_each)
+
     agent, helper = EmbeddedServer(), EmbeddedServer()  # fresh instances: no earlier request in their caches
     try:
         model_name = chosen_model()
@@ -66,8 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             agent_turns = RememberedReplies(agent_turns)
         model = TwoInstances(agent_turns, Client(helper.url, model=model_name))
         started = time.perf_counter()
-        outcomes = run_table(model, scenarios, defenses, benign, attacked,
-                             before_each=model.unload if args.reset_cache else None)
+        outcomes = run(model, model.unload if args.reset_cache else None)
         minutes = (time.perf_counter() - started) / 60
     finally:
         agent.stop()
@@ -76,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     print(table_text(rows), "", *claims(rows), sep="\n")
     print(f"\n{len(outcomes)} runs in {minutes:.1f} minutes")
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
-    print("saved", save_table(outcomes, model_name, "course_lib embedded server (two instances)", out,
+    print("saved", save_table(outcomes, model_name, "course_lib embedded server (two instances)", out, name,
                               minutes=round(minutes, 1), reset_cache=args.reset_cache,
                               scenarios=str(args.scenarios)))
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..loop import Executor
 from ..messages import ErrorKind, ToolResult
-from ..tools import ToolFunction, as_text, validate_call
+from ..tools import ToolFunction, result_of, validate_call
 from .defenses import Defense, RunContext
 
 
@@ -41,7 +41,7 @@ def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict[str, 
                 run.refusals.append((name, checked, reason))
                 return ToolResult.failure(ErrorKind.REFUSED, f"refused: {reason}")
         try:
-            result = ToolResult(as_text(tools[name](**checked)))
+            result = result_of(tools[name](**checked))
         except Exception as error:  # the model reads this and can try something else
             return ToolResult.failure(ErrorKind.TOOL_FAILED, f"{name} failed: {error}")
         for defense in defenses:
