@@ -4,6 +4,11 @@
     python3 course.py lab     # install what is missing, fetch the model, open JupyterLab
     python3 course.py test    # install what is missing, fetch the model, run every test
 
+``lab`` opens ``notebooks/``; a folder named first opens that one instead
+(``python3 course.py lab exercises``). Every other argument goes to JupyterLab as it is:
+``python3 course.py lab --no-browser --port 8899 --IdentityProvider.token=SECRET`` runs it
+headless on a port and with a token of your choice (what ``tests/test_browser.py`` does).
+
 Also: ``python3 course.py grade exercises/01_the_wire.ipynb`` (one line per exercise:
 passed, failed with the check's message, or not attempted; ``-v`` for nbval's raw
 output; no notebook: a table over all of them; ``--class DIR --out OUT``: an
@@ -16,7 +21,9 @@ Everything is installed into ``.venv`` next to this file, unless you run this sc
 from an environment you activated yourself (a venv, or a conda environment other than
 ``base``), which is then used.
 The first install compiles llama-cpp-python from source: about 5 minutes on 2 cores,
-once (pip keeps the built wheel in its cache).
+once (pip keeps the built wheel in its cache; on a CPU that lists AMX it is built for the
+CPU's vector extensions without AMX and kept in the course's cache folder, see
+``llama_without_amx``).
 """
 
 from __future__ import annotations
@@ -181,6 +188,34 @@ def stamp_path() -> Path:
     return Path(prefix.strip()) / "course-install.stamp"
 
 
+# llama.cpp's build option for each x86 vector extension, by the extension's name in /proc/cpuinfo
+GGML_OPTIONS = {"avx": "GGML_AVX", "avx2": "GGML_AVX2", "bmi2": "GGML_BMI2", "fma": "GGML_FMA", "f16c": "GGML_F16C",
+                "avx_vnni": "GGML_AVX_VNNI", "avx512f": "GGML_AVX512", "avx512vbmi": "GGML_AVX512_VBMI",
+                "avx512_vnni": "GGML_AVX512_VNNI", "avx512_bf16": "GGML_AVX512_BF16"}
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU's feature flags as Linux lists them (empty elsewhere)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return set()
+    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+def llama_build_args(flags: set[str]) -> str | None:
+    """CMake arguments for llama-cpp-python where its default build would crash, else None.
+
+    llama.cpp builds for "this CPU" (``-march=native``). A CPU that lists AMX, Intel's matrix
+    unit, can run under a kernel or a virtual machine that does not let programs use it; the
+    library then stops with an illegal instruction at the first generation. There, build for
+    the CPU's vector extensions one by one, without AMX."""
+    if "amx_tile" not in flags:
+        return None
+    options = [f"-D{option}=ON" for flag, option in GGML_OPTIONS.items() if flag in flags]
+    return " ".join(["-DGGML_NATIVE=OFF", *options])
+
+
 def install() -> None:
     """Install the course (editable) with its test tools, if needed: into ``.venv``, which
     is made here, or into the environment you activated."""
@@ -203,8 +238,31 @@ def install() -> None:
           "from source (about 5 minutes on 2 cores).", flush=True)
     if not in_own_environment():  # your own environment's pip is yours to upgrade, not ours
         run(python(), "-m", "pip", "install", "--upgrade", "pip")
-    run(python(), "-m", "pip", "install", "-e", ".[test]")
+    run(python(), "-m", "pip", "install", "-e", ".[test]", *llama_without_amx())
     stamp.write_text(wanted)
+
+
+def llama_without_amx() -> list[str]:
+    """Extra ``pip install`` arguments that install llama-cpp-python built without AMX where
+    this CPU lists AMX (``llama_build_args``); none elsewhere.
+
+    pip's own wheel cache knows nothing of CMake arguments and could hand back a wheel built
+    natively, so the wheel is built here, once, into the course's cache folder (a folder per set
+    of arguments), and that exact wheel is installed; later installs find it there."""
+    cmake_args = llama_build_args(cpu_flags())
+    if not cmake_args:
+        return []
+    cache = Path(os.environ.get("COURSE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                 / "course-tool-calling").expanduser()
+    wheels = cache / "wheels" / hashlib.sha256(cmake_args.encode()).hexdigest()[:12]
+    if not list(wheels.glob("llama_cpp_python-*.whl")):
+        print(f"This CPU lists AMX: building llama-cpp-python without it ({cmake_args}).", flush=True)
+        os.environ["CMAKE_ARGS"] = f"{os.environ.get('CMAKE_ARGS', '')} {cmake_args}".strip()
+        requirement = next(line.strip().strip('",') for line in (ROOT / "pyproject.toml").read_text().splitlines()
+                           if line.strip().startswith('"llama-cpp-python'))
+        run(python(), "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w", wheels, requirement)
+    [wheel] = sorted(wheels.glob("llama_cpp_python-*.whl"))[-1:]
+    return ["--find-links", str(wheels), f"llama-cpp-python=={wheel.name.split('-')[1]}"]
 
 
 def setup() -> None:
@@ -291,12 +349,30 @@ def course_python(args: list[str]) -> int:
         return 130
 
 
+def lab_folder(args: list[str]) -> tuple[str, list[str]]:
+    """The folder JupyterLab opens, and the arguments left for JupyterLab itself.
+
+    ``notebooks`` (next to this file), unless the first argument is not an option: then it
+    names the folder, relative to where you are or else to this file (``exercises`` works
+    from anywhere). A folder that is not there stops here, before anything is installed.
+    """
+    if not args or args[0].startswith("-"):
+        return "notebooks", args
+    given = Path(args[0]).expanduser()
+    folder = next((f.resolve() for f in (given, ROOT / given) if f.is_dir()), None)
+    if folder is None:
+        sys.exit(f"{args[0]} is not a folder: `python3 course.py lab` opens notebooks/, "
+                 "`python3 course.py lab FOLDER` another folder (e.g. exercises).")
+    return str(folder), args[1:]
+
+
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
     if command == "lab":
+        folder, options = lab_folder(rest)
         setup()
         as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
-        run(python(), "-m", "jupyter", "lab", "notebooks", *as_root, *rest)
+        run(python(), "-m", "jupyter", "lab", folder, *as_root, *options)
     elif command == "test":
         setup()
         run(python(), "-m", "pytest", *rest)
