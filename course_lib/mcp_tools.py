@@ -8,7 +8,8 @@ get right is to keep the schema whole: ``required``, ``additionalProperties`` an
 objects. A copy that drops ``required`` lets the model leave arguments out.
 
 A call's result comes back as content blocks, maybe ``structured_content``, and an
-``is_error`` flag; ``tool_result`` turns it into the course's ``ToolResult``.
+``is_error`` flag; ``tool_result`` turns it into the course's ``ToolResult``, the text a
+model reads.
 
 Annotations are hints written by the server. A client that does not control the server
 must not let a server's ``read_only_hint`` decide that a refund needs no approval:
@@ -25,20 +26,24 @@ tools become ``DeclaredTool``s that the loop, the guards and the spans use like 
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import inspect
 import json
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Annotated, Any, get_type_hints
 
 import anyio
 from anyio.from_thread import start_blocking_portal
 from mcp import Client, types
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.message import SessionMessage
+from pydantic import Field
 
 from .messages import ErrorKind, ToolResult
-from .tools import DeclaredTool
+from .tools import DeclaredTool, ToolFunction, parse_docstring
 
 
 def ollama_tool(tool: types.Tool) -> dict[str, Any]:
@@ -53,13 +58,29 @@ def anthropic_tool(tool: types.Tool) -> dict[str, Any]:
 
 
 def tool_result(result: types.CallToolResult) -> ToolResult:
-    """An MCP call's result as a ``ToolResult``: structured content as JSON when the server gave
-    it, else the text blocks joined; ``is_error`` makes it a failure of the tool."""
-    if result.structured_content is not None and not result.is_error:
+    """An MCP call's result as a ``ToolResult``: the text blocks joined, which is what the server
+    wrote for a reader of text (the specification asks a server that returns structured content to
+    put its JSON in a text block too); the structured content as JSON only if there is no text.
+    A text that is JSON is made compact, the same data in fewer tokens. ``is_error`` makes it a
+    failure of the tool.
+
+    Why not prefer ``structured_content``: for a function that returns a string, the SDK wraps it
+    as ``{"result": "..."}``, and the model would read its own text escaped inside JSON."""
+    text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+    if not text and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
-    else:
-        text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+    text = compact(text)
     return ToolResult.failure(ErrorKind.TOOL_FAILED, text) if result.is_error else ToolResult(text)
+
+
+def compact(text: str) -> str:
+    """``text`` as compact JSON if it is a JSON object or array, else as it is."""
+    if not text.lstrip().startswith(("{", "[")):
+        return text
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        return text
 
 
 def needs_approval(tool: types.Tool, read_only: Iterable[str], trust_annotations: bool = False) -> bool:
@@ -212,3 +233,30 @@ class _Tap:
 
     async def __aexit__(self, *problem: Any) -> None:
         await self.aclose()
+
+
+def serveable(tool: ToolFunction) -> ToolFunction:
+    """``tool``, ready for ``MCPServer.add_tool``.
+
+    - Each argument's description moves from the docstring's ``Args:`` into its type, where the
+      SDK's schema generator looks (it reads types, not Google-style docstrings).
+    - An error the tool raises on purpose (a ``ValueError``, ``LookupError`` or ``TypeError``:
+      "there is no product SKU-1") becomes the SDK's ``ToolError``, whose message the client
+      receives. Any other exception stays a crash, and the SDK sends only "Error executing tool".
+    """
+    _, descriptions = parse_docstring(tool.__doc__ or "")
+    hints = get_type_hints(tool, include_extras=True)
+    signature = inspect.signature(tool)
+    parameters = [parameter.replace(annotation=Annotated[hints[parameter.name],
+                                                         Field(description=descriptions.get(parameter.name))])
+                  for parameter in signature.parameters.values()]
+
+    @functools.wraps(tool)
+    def call(**arguments: Any) -> Any:
+        try:
+            return tool(**arguments)
+        except (ValueError, LookupError, TypeError) as error:
+            raise ToolError(str(error)) from error
+    call.__signature__ = signature.replace(parameters=parameters,  # type: ignore[attr-defined]
+                                           return_annotation=hints.get("return", signature.return_annotation))
+    return call

@@ -70,10 +70,16 @@ def test_nested_schemas_and_additional_properties_survive():
 
 def test_results_become_tool_results_of_a_kind():
     ok = CallToolResult(content=[TextContent(type="text", text="12 units")])
-    structured = CallToolResult(content=[TextContent(type="text", text="ignored")], structuredContent={"units": 12})
+    structured = CallToolResult(content=[TextContent(type="text", text='{\n  "units": 12\n}')],
+                                structuredContent={"units": 12})
+    wrapped = CallToolResult(content=[TextContent(type="text", text='[{"sender": "mika"}]')],
+                             structuredContent={"result": '[{"sender": "mika"}]'})
+    only_structured = CallToolResult(content=[], structuredContent={"units": 12})
     failed = CallToolResult(content=[TextContent(type="text", text="no such order")], isError=True)
     assert tool_result(ok) == ToolResult("12 units")
-    assert tool_result(structured) == ToolResult('{"units": 12}')
+    assert tool_result(structured) == ToolResult('{"units": 12}'), "JSON text made compact"
+    assert tool_result(wrapped) == ToolResult('[{"sender": "mika"}]'), "a string result is not read escaped in JSON"
+    assert tool_result(only_structured) == ToolResult('{"units": 12}')
     assert tool_result(failed) == ToolResult.failure(ErrorKind.TOOL_FAILED, "no such order")
 
 

@@ -11,16 +11,13 @@ server reads them as hints, never as permission (``course_lib.mcp_tools.needs_ap
 
 from __future__ import annotations
 
-import functools
-import inspect
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
-from pydantic import Field
 
-from ..tools import ToolFunction, parse_docstring
+from ..mcp_tools import serveable
+from ..tools import parse_docstring
 from .shop import Kiosk
 
 DATA = Path(__file__).parents[2] / "data" / "products.json"
@@ -41,29 +38,11 @@ ANNOTATIONS = {
 
 def kiosk_server(kiosk: Kiosk, name: str = "kiosk") -> MCPServer:
     """An MCP server whose tools are the kiosk's, described as in the capstone."""
-    server = MCPServer(name)
+    server = MCPServer(name, log_level="WARNING")  # the SDK's default, INFO, logs every request
     for tool in kiosk.tools().values():
         summary, _ = parse_docstring(tool.__doc__ or "")
-        server.add_tool(described(tool), description=summary, annotations=ANNOTATIONS[tool.__name__])
+        server.add_tool(serveable(tool), description=summary, annotations=ANNOTATIONS[tool.__name__])
     return server
-
-
-def described(tool: ToolFunction) -> ToolFunction:
-    """``tool``, with each argument's description from its docstring moved into its type, where
-    the SDK's schema generator looks (it reads types, not Google-style ``Args:`` sections)."""
-    _, descriptions = parse_docstring(tool.__doc__ or "")
-    hints = get_type_hints(tool, include_extras=True)
-    signature = inspect.signature(tool)
-    parameters = [parameter.replace(annotation=Annotated[hints[parameter.name],
-                                                         Field(description=descriptions.get(parameter.name))])
-                  for parameter in signature.parameters.values()]
-
-    @functools.wraps(tool)
-    def call(**arguments: Any) -> Any:
-        return tool(**arguments)
-    call.__signature__ = signature.replace(parameters=parameters,  # type: ignore[attr-defined]
-                                           return_annotation=hints.get("return", signature.return_annotation))
-    return call
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from mcp.types import Tool, ToolAnnotations
 
 from ..experiments import quick_mode
 from ..loop import ChatModel
-from ..mcp_tools import McpSession, pin, with_reviewed_descriptions, without_changed
+from ..mcp_tools import McpSession, pin, serveable, with_reviewed_descriptions, without_changed
 from ..tools import ToolFunction, parse_docstring
 from .bench import Outcome, ToolSource, run_case
 from .defenses import ArgumentPolicy, Defense
@@ -85,11 +85,11 @@ class ToolServer(MCPServer):
     the descriptions in ``poisoned`` replace the real ones."""
 
     def __init__(self, workspace: Workspace, poisoned: dict[str, str] | None = None, from_listing: int = 0) -> None:
-        super().__init__("workspace")
+        super().__init__("workspace", log_level="WARNING")
         self.poisoned, self.from_listing, self.listings = poisoned or {}, from_listing, 0
         for tool in workspace.tools().values():
             hint = ToolAnnotations(read_only_hint=tool.__name__ in READ_TOOLS)
-            self.add_tool(tool, description=parse_docstring(tool.__doc__ or "")[0], annotations=hint)
+            self.add_tool(serveable(tool), description=parse_docstring(tool.__doc__ or "")[0], annotations=hint)
 
     async def list_tools(self) -> list[Tool]:
         tools = await super().list_tools()
