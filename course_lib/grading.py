@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,59 @@ def check_close(actual: float, expected: float, what: str, hint: str = "", rel: 
         raise CheckFailed(f"✘ {what}\n  expected about: {expected!r}\n  got:          {actual!r}"
                           + (f"\n  hint: {hint}" if hint else ""))
     print(f"✔ {what}")
+
+
+def uses_reference(call: Callable[[], Any], *references: Callable[..., Any]) -> list[str]:
+    """Run ``call()`` and return the names of the course's ``references`` that it reached.
+
+    An exercise that asks a learner to write what the course also ships (lesson 8's
+    ``wilson_interval``, lesson 10's adapter methods) checks that the answer does not simply
+    call the shipped one. While ``call()`` runs, every place that holds a reference (the
+    ``course_lib`` modules, their classes, and the globals of ``call``: the notebook's) holds
+    a recording stand-in that still does the real work, so nothing else changes::
+
+        check(not uses_reference(lambda: wilson(5, 10), wilson_interval), "your own computation")
+    """
+    import functools
+    import sys
+
+    reached: list[str] = []
+
+    def stand_in(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            reached.append(original.__qualname__)
+            return original(*args, **kwargs)
+        return recording
+
+    owners: list[Any] = [getattr(call, "__globals__", {})]  # dicts, or classes (set with setattr)
+    for name, module in list(sys.modules.items()):
+        if name == "course_lib" or name.startswith("course_lib."):
+            owners.append(vars(module))
+            owners += [value for value in vars(module).values() if isinstance(value, type) and value.__module__ == name]
+    owners += [value for value in owners[0].values() if isinstance(value, type)]  # the notebook's own classes
+    swapped: list[tuple[Any, str, Any]] = []  # (owner, key, original), to put back
+    stand_ins = [(reference, stand_in(reference)) for reference in references]
+    try:
+        for owner in owners:
+            items = owner.items() if isinstance(owner, dict) else vars(owner).items()
+            for key, value in list(items):
+                replacement = next((new for reference, new in stand_ins if value is reference), None)
+                if replacement is not None:
+                    swapped.append((owner, key, value))
+                    _assign(owner, key, replacement)
+        call()
+    finally:
+        for owner, key, value in reversed(swapped):
+            _assign(owner, key, value)
+    return sorted(set(reached))
+
+
+def _assign(owner: Any, key: str, value: Any) -> None:
+    if isinstance(owner, dict):
+        owner[key] = value
+    else:
+        setattr(owner, key, value)
 
 
 # --------------------------------------------------------------------------------------

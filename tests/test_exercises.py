@@ -1,4 +1,7 @@
-"""The exercise system: the generator, and proof that every check can fail."""
+"""The exercise system: the generator, and proof that every check can fail.
+
+Here the checks fail on the stub; tests/test_wrong_answers.py makes them fail on plausible
+wrong answers too (tests/wrong_answers.py)."""
 
 from pathlib import Path
 
