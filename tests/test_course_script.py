@@ -275,3 +275,42 @@ def test_connect_says_when_a_running_server_lacks_the_model(fake_server, monkeyp
     assert "does not have qwen2.5-coder:1.5b (it has: llama3.2:3b)" in said
     assert "ollama pull qwen2.5-coder:1.5b" in said
     assert fake_server.started == ["qwen2.5-coder:1.5b"] and client.host != runtime.resolve_host()
+
+
+# 7. course.py lab: which folder, and JupyterLab's own options passed through
+
+
+@pytest.fixture
+def lab_runs(monkeypatch):
+    """What ``course.py lab`` would run, with nothing installed and nothing started."""
+    commands: list[list[str]] = []
+    monkeypatch.setattr(course, "setup", lambda: None)
+    monkeypatch.setattr(course, "python", lambda: Path("py"))
+    monkeypatch.setattr(course, "run", lambda *args: commands.append([str(a) for a in args]))
+    return commands
+
+
+def test_lab_opens_the_notebooks_and_passes_jupyterlab_options_through(lab_runs):
+    assert course.main(["lab", "--no-browser", "--port", "8899", "--IdentityProvider.token=abc"]) == 0
+    (command,) = lab_runs
+    assert command[:5] == ["py", "-m", "jupyter", "lab", "notebooks"]
+    assert command[-4:] == ["--no-browser", "--port", "8899", "--IdentityProvider.token=abc"]
+
+
+def test_lab_opens_another_folder_named_first(lab_runs, tmp_path, monkeypatch):
+    copy = tmp_path / "copy of the notebooks"
+    copy.mkdir()
+    course.main(["lab", str(copy), "--no-browser"])
+    monkeypatch.chdir(tmp_path)  # a folder of the clone is found from anywhere, a relative one from here
+    course.main(["lab", "exercises"])
+    course.main(["lab", "copy of the notebooks"])
+    assert [command[4] for command in lab_runs] == [str(copy), str(course.ROOT / "exercises"), str(copy)]
+    assert lab_runs[0][-1] == "--no-browser"
+    assert lab_runs[1][5:] in ([], ["--allow-root"]), "the folder is not passed on as an option too"
+
+
+def test_lab_stops_before_installing_anything_when_the_folder_is_not_there(lab_runs, monkeypatch, tmp_path):
+    monkeypatch.setattr(course, "setup", lambda: pytest.fail("nothing is installed for a folder that is not there"))
+    with pytest.raises(SystemExit, match="no-such-folder is not a folder"):
+        course.main(["lab", str(tmp_path / "no-such-folder")])
+    assert lab_runs == []

@@ -10,6 +10,12 @@ clicks.
 A person can only judge what they can see. Every text is HTML-escaped (the arguments may
 hold an attacker's words, and a panel must not render them as HTML), and every character
 that does not show on screen is written as an escape such as ``\\u202e``.
+
+And everyone must be able to use it: the buttons are labelled in words (their colour only
+repeats what the words say) and say in a tooltip what they do to which call; the keyboard
+reaches them in reading order (each row: Approve, then Deny); the outcome is written out
+("approved: ...", "denied: not done"), never shown by colour alone. A decision is taken
+once: a second click, even one sent before the buttons were greyed out, changes nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +53,24 @@ def shown(text: str) -> str:
     return html.escape(visible(text))
 
 
+WAITING = "waiting for your decision"
+ROW = {"flex_flow": "row wrap", "align_items": "center", "grid_gap": "0 0.5em"}  # a narrow window wraps the row
+
+
+def waiting_html(gate: ApprovalGate) -> str:
+    return f"<b>Waiting for approval:</b> {len(gate.pending)} call(s)"
+
+
+def decision_buttons(call: ParkedCall) -> tuple[widgets.Button, widgets.Button]:
+    """Approve and Deny for one call: named in words, with a tooltip that says what each does to
+    which call (screen readers read it too); the colours only repeat the words."""
+    approve = widgets.Button(description="Approve", button_style="success",
+                             tooltip=f"Approve: run {visible(call.name)} now, with the arguments shown")
+    deny = widgets.Button(description="Deny", button_style="danger",
+                          tooltip=f"Deny: drop {visible(call.name)}; it never runs")
+    return approve, deny
+
+
 def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = None,
                    request: str | None = None) -> widgets.VBox:
     """One row per parked call: the request it came from, the call as it will run, two buttons.
@@ -55,27 +79,32 @@ def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = N
     ``tools`` is used only for calls parked by hand (``gate.check_call`` outside an executor):
     they run through validation and this gate alone.
     """
-    rows: list[widgets.Widget] = [widgets.HTML(f"<b>Waiting for approval:</b> {len(gate.pending)} call(s)")]
+    header = widgets.HTML(waiting_html(gate))
+    rows: list[widgets.Widget] = [header]
     for call in list(gate.pending):
-        status = widgets.Label("waiting")
-        approve, deny = widgets.Button(description="Approve", button_style="success"), \
-            widgets.Button(description="Deny", button_style="danger")
+        status = widgets.HTML(WAITING, layout={"flex": "1 1 auto"})  # HTML, so that a long result wraps
+        approve, deny = decision_buttons(call)
 
-        def decide(approved: bool, call: ParkedCall = call, status: widgets.Label = status,
+        def decide(approved: bool, call: ParkedCall = call, status: widgets.HTML = status,
                    buttons: tuple = (approve, deny)) -> None:
+            if not any(waiting is call for waiting in gate.pending):
+                return  # decided already: a second click (a double click) changes nothing
             if approved:
                 if call.run.execute is None:  # parked by hand, outside any executor: give its run one
                     guarded_executor([gate], call.run, tools or {})
-                status.value = f"approved: {visible(gate.approve(call).text)}"
+                status.value = f"approved: {shown(gate.approve(call).text)}"
             else:
                 gate.deny(call)
                 status.value = "denied: not done"
             for button in buttons:
                 button.disabled = True
+            header.value = waiting_html(gate)
 
         approve.on_click(lambda _, decide=decide: decide(True))
         deny.on_click(lambda _, decide=decide: decide(False))
-        rows.append(widgets.HBox([widgets.HTML(parked_call_html(call, request)), approve, deny, status]))
+        shown_call = widgets.HTML(f'<div style="line-height: 1.4">{parked_call_html(call, request)}</div>',
+                                  layout={"flex": "1 1 24em"})
+        rows.append(widgets.HBox([shown_call, approve, deny, status], layout=ROW))
     return widgets.VBox(rows)
 
 
