@@ -116,7 +116,7 @@ class Tracer:
 
     def model(self, model: Any, name: str = "") -> TracedModel:
         """``model`` (any ``ChatModel``), with a ``chat`` span around each call."""
-        return TracedModel(model, self, name or getattr(model, "model", "model"))
+        return TracedModel(model, self, name or model_name(model))
 
     def wrap(self, execute: Executor) -> Callable[[str, dict[str, Any]], ToolResult]:
         """An executor that runs ``execute`` inside an ``execute_tool`` span."""
@@ -159,6 +159,17 @@ class Tracer:
         """The tool spans, as plain records."""
         return [Span.of(span) for span in self.finished()
                 if (span.attributes or {}).get("gen_ai.operation.name") == "execute_tool"]
+
+
+def model_name(model: Any) -> str:
+    """The name of the model behind ``model``: a client's ``model`` string, found through the
+    wrappers that keep what they wrap as ``model`` (``FirstCallRequired``, ``TwoInstances``...)."""
+    for _ in range(8):
+        inner = getattr(model, "model", None)
+        if inner is None or isinstance(inner, str):
+            return inner or "model"
+        model = inner
+    return "model"
 
 
 @dataclass

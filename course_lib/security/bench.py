@@ -63,6 +63,11 @@ class TwoInstances:
     def __init__(self, agent: ChatModel, helper: ChatModel) -> None:
         self.agent, self.helper = agent, helper
 
+    @property
+    def model(self) -> ChatModel:
+        """The instance that answers agent turns (a span names the model through it)."""
+        return self.agent
+
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
              options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
         return (self.agent if tools else self.helper).chat(messages, tools=tools, options=options, **fields)
