@@ -30,14 +30,16 @@ import functools
 import hashlib
 import inspect
 import json
+import os
+import sys
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from functools import partial
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any, TextIO, get_type_hints
 
 import anyio
 from anyio.from_thread import start_blocking_portal
-from mcp import Client, types
+from mcp import Client, StdioServerParameters, types
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.message import SessionMessage
 from pydantic import Field
@@ -147,7 +149,9 @@ class McpSession:
 
     def __enter__(self) -> McpSession:
         self.portal = self._stack.enter_context(start_blocking_portal())
-        target = self.server if self.log is None else recorded(transport_for(self.server), self.log)
+        target = transport_for(self.server) if isinstance(self.server, StdioServerParameters) else self.server
+        if self.log is not None:
+            target = recorded(transport_for(self.server), self.log)
         self.client = self._stack.enter_context(self.portal.wrap_async_context_manager(Client(target, mode=self.mode)))
         return self
 
@@ -177,14 +181,28 @@ class McpSession:
 def transport_for(server: Any) -> AbstractAsyncContextManager[Any]:
     """The transport ``mcp.Client`` would use for ``server``, as a context manager of its own."""
     from mcp.client._memory import InMemoryTransport
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import stdio_client
     from mcp.server.mcpserver import MCPServer
 
     if isinstance(server, StdioServerParameters):
-        return stdio_client(server)
+        return stdio_client(server, errlog=error_output())
     if isinstance(server, MCPServer):
         return InMemoryTransport(server._lowlevel_server)  # the SDK's own in-memory transport
     raise TypeError(f"recording needs a stdio or in-process server, not {type(server).__name__}")
+
+
+def error_output() -> TextIO:
+    """Where a stdio server's own error output goes: this process's ``stderr`` if it is a real file,
+    else the one the process started with (in Jupyter, ``sys.stderr`` writes to the notebook and
+    has no file descriptor for a subprocess to inherit)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return open(os.devnull, "w")  # noqa: SIM115 (kept open for the server's whole life)
 
 
 @asynccontextmanager

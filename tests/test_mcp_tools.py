@@ -187,3 +187,14 @@ def test_a_changed_definition_is_left_out_and_the_rest_kept():
              before[1], Tool(name="c", description="C.", input_schema={"type": "object"})]
     assert [t.name for t in without_changed(pin(before), after)] == ["b"]
     assert changed_tools(pin(before), after) == ["a", "c"]
+
+
+def test_a_stdio_server_starts_where_stderr_has_no_file_descriptor(monkeypatch):
+    import io
+
+    from course_lib.mcp_tools import error_output
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # as in a Jupyter kernel
+    assert error_output() is sys.__stderr__
+    with McpSession(StdioServerParameters(command=sys.executable, args=["-m", "course_lib.kiosk.mcp_server"])) as session:
+        assert len(session.list_tools()) == 6
