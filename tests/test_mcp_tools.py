@@ -196,5 +196,6 @@ def test_a_stdio_server_starts_where_stderr_has_no_file_descriptor(monkeypatch):
 
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # as in a Jupyter kernel
     assert error_output() is sys.__stderr__
-    with McpSession(StdioServerParameters(command=sys.executable, args=["-m", "course_lib.kiosk.mcp_server"])) as session:
+    kiosk = StdioServerParameters(command=sys.executable, args=["-m", "course_lib.kiosk.mcp_server"])
+    with McpSession(kiosk) as session:
         assert len(session.list_tools()) == 6
