@@ -149,9 +149,10 @@ class McpSession:
 
     def __enter__(self) -> McpSession:
         self.portal = self._stack.enter_context(start_blocking_portal())
-        target = transport_for(self.server) if isinstance(self.server, StdioServerParameters) else self.server
+        own_transport = self.log is not None or isinstance(self.server, StdioServerParameters)
+        target = transport_for(self.server) if own_transport else self.server
         if self.log is not None:
-            target = recorded(transport_for(self.server), self.log)
+            target = recorded(target, self.log)
         self.client = self._stack.enter_context(self.portal.wrap_async_context_manager(Client(target, mode=self.mode)))
         return self
 
