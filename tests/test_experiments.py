@@ -38,10 +38,10 @@ def test_a_condition_is_run_scored_recorded_and_saved(tmp_path):
     run_condition(experiment, "baseline", prompts, lambda request: model.chat(request["messages"]), build, score, 2)
     assert [(r.prompt_id, r.trial, r.success) for r in experiment.records] == [
         ("p1", 0, True), ("p2", 0, False), ("p1", 1, True), ("p2", 1, True)]
-    assert experiment.rates()["baseline"] == Rate(3, 4)
+    assert experiment.rates()["baseline"] == Rate(3, 4, units=2)
     path = save(experiment, tmp_path, server="scripted")
-    assert load_rates(path) == {"baseline": Rate(3, 4)}
-    assert "baseline" in experiment.table() and "(3/4)" in experiment.table()
+    assert load_rates(path) == {"baseline": Rate(3, 4, units=2)}
+    assert "baseline" in experiment.table() and "(3/4 trials, 2 prompts)" in experiment.table()
 
 
 def test_the_labelled_prompt_set_is_well_formed():
@@ -104,7 +104,25 @@ def test_rates_can_be_taken_over_a_subset_of_records():
     from course_lib.experiments import Record
     records = [Record("a", "p1", 0, {}, {}, True), Record("a", "p2", 0, {}, {}, False)]
     experiment = Experiment("toy", "scripted", records)
-    assert experiment.rates(lambda record: record.prompt_id == "p1") == {"a": Rate(1, 1)}
+    assert experiment.rates(lambda record: record.prompt_id == "p1") == {"a": Rate(1, 1, units=1)}
+
+
+def test_an_interval_rests_on_the_prompts_not_on_repeated_trials():
+    """Ten trials each of 4 prompts are not 40 independent observations: the interval is the one
+    of the observed rate with 4 as the sample size, and it prints both counts."""
+    repeated = Rate(30, 40, units=4)
+    assert repeated.value == 0.75 and repeated.sample_size == 4
+    assert repeated.interval == wilson_interval(3, 4)
+    assert repeated.interval[1] - repeated.interval[0] > 2 * (Rate(30, 40).interval[1] - Rate(30, 40).interval[0])
+    assert str(repeated).endswith("(30/40 trials, 4 prompts)")
+    assert Rate(3, 4, units=4).interval == Rate(3, 4).interval and str(Rate(3, 4, units=4)).endswith("(3/4)")
+    assert Rate(0, 0, units=0).interval == (0.0, 1.0)
+
+
+def test_results_saved_before_units_were_counted_still_load(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text('{"conditions": {"a": {"successes": 2, "n": 3}}}')
+    assert load_rates(path) == {"a": Rate(2, 3)}
 
 
 def test_refresh_drops_progress_bars_but_keeps_other_widgets():

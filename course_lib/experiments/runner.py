@@ -45,14 +45,22 @@ class Experiment:
     records: list[Record] = field(default_factory=list)
 
     def rates(self, keep: Callable[[Record], bool] | None = None) -> dict[str, Rate]:
-        """Successes and n per condition, over the records ``keep`` accepts (all by default)."""
+        """Successes, trials and prompts per condition, over the records ``keep`` accepts (all by default).
+
+        The prompts are the independent units: each rate's interval rests on them, not on the
+        trials (see :class:`Rate`).
+        """
         rates: dict[str, Rate] = {}
+        prompts: dict[str, set[str]] = {}
         for record in self.records:
             if keep is not None and not keep(record):
                 continue
             rate = rates.setdefault(record.condition, Rate(0, 0))
             rate.successes += record.success
             rate.n += 1
+            prompts.setdefault(record.condition, set()).add(record.prompt_id)
+        for condition, rate in rates.items():
+            rate.units = len(prompts[condition])
         return rates
 
     def table(self) -> str:
@@ -126,7 +134,8 @@ def save_rates(name: str, model: str, rates: dict[str, Rate], folder: Path, serv
     folder.mkdir(parents=True, exist_ok=True)
     data = {"experiment": name, "model": model, "server": server,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick_mode": quick_mode(),
-            "conditions": {c: {"successes": r.successes, "n": r.n} for c, r in rates.items()}, **details}
+            "conditions": {c: {"successes": r.successes, "n": r.n, "units": r.units} for c, r in rates.items()},
+            **details}
     path = folder / f"{name}.json"
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     return path
