@@ -281,6 +281,37 @@ def run(provider: Provider, system: str, user: str, tools: dict[str, ToolFunctio
     return Run(provider.adapter, transcript, dialect.exchanges, dialect.replies)
 
 
+# --- OpenAI's Responses API: items linked by call_id (the course's server does not serve it) ---
+
+def responses_input(messages: list[Message]) -> list[dict[str, Any]]:
+    """A Chat Completions conversation as Responses API ``input`` items.
+
+    The Responses API (``/v1/responses``) has no ``tool_calls`` list and no ``tool`` role: a
+    call is a ``function_call`` item of its own, and its result a ``function_call_output``
+    item that names the call's ``call_id``, the role Chat Completions gives ``tool_call_id``.
+    (A ``function_call`` item the API returns also has an ``id`` of its own, ``fc_...``:
+    that one names the item, not the call; results point at ``call_id``.)
+    """
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": message["tool_call_id"],
+                          "output": message["content"]})
+            continue
+        if message.get("content"):
+            items.append({"role": message["role"], "content": message["content"]})
+        items += [{"type": "function_call", "call_id": call["id"], "name": call["function"]["name"],
+                   "arguments": call["function"]["arguments"]} for call in message.get("tool_calls") or []]
+    return items
+
+
+def responses_calls(output: list[dict[str, Any]]) -> list[ToolCall]:
+    """The calls in a Responses API ``output``: its ``function_call`` items, keyed by ``call_id``;
+    ``arguments`` is a JSON string, as in Chat Completions."""
+    return [ToolCall(item["name"], json.loads(item["arguments"]), item["call_id"])
+            for item in output if item.get("type") == "function_call"]
+
+
 # --- the differences table, read off real exchanges ----------------------------------------
 
 def paths(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:

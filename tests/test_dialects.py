@@ -6,6 +6,7 @@ import pytest
 
 from course_lib.server import dialects
 from course_lib.server.dialects import DialectError
+from course_lib.validation import required_call_format
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
@@ -124,3 +125,125 @@ def test_errors_use_each_dialects_format():
     assert dialects.anthropic_error("gone", 404) == {"type": "error", "error": {"type": "not_found_error",
                                                                                 "message": "gone"}}
     assert json.dumps(dialects.anthropic_error("busy", 503)).count("overloaded_error") == 1
+
+
+# --- tool_choice and parallel calls: every value honoured or refused, none dropped ---------
+
+STOCK = {"type": "function", "function": {"name": "get_stock", "description": "Units in stock.",
+                                          "parameters": {"type": "object", "properties": {"sku": {"type": "string"}},
+                                                         "required": ["sku"]}}}
+
+
+def forced_names(format_):
+    """The tool names a forced-call grammar allows (``None``: no grammar, the model decides)."""
+    return None if format_ is None else [option["properties"]["name"]["const"] for option in format_["anyOf"]]
+
+
+def openai_with(**fields):
+    return dialects.openai_request({"model": "m", "messages": [{"role": "user", "content": "Weather?"}],
+                                    "tools": [WEATHER, STOCK], **fields})
+
+
+@pytest.mark.parametrize("fields, tools, names", [
+    ({}, 2, None),
+    ({"tool_choice": "auto"}, 2, None),
+    ({"tool_choice": None}, 2, None),
+    ({"tool_choice": "none"}, 0, None),
+    ({"tool_choice": "none", "parallel_tool_calls": False}, 0, None),
+    ({"tool_choice": "required"}, 2, ["get_weather", "get_stock"]),
+    ({"tool_choice": {"type": "function", "function": {"name": "get_stock"}}}, 2, ["get_stock"]),
+    ({"tool_choice": "required", "parallel_tool_calls": False}, 2, ["get_weather", "get_stock"]),
+    ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": False},
+     2, ["get_weather"]),
+    ({"parallel_tool_calls": True}, 2, None),
+])
+def test_openai_tool_choice_is_honoured(fields, tools, names):
+    request = openai_with(**fields)
+    assert len(request["tools"] or []) == tools and forced_names(request["format"]) == names
+
+
+def test_a_forced_call_is_a_grammar_for_one_call_with_the_declared_arguments():
+    option = openai_with(tool_choice={"type": "function", "function": {"name": "get_weather"}})["format"]["anyOf"][0]
+    assert option["required"] == ["name", "arguments"]
+    assert option["properties"]["arguments"] == {"type": "object", "properties": {"city": {"type": "string"}},
+                                                 "required": ["city"]}
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"parallel_tool_calls": False}, "parallel_tool_calls: false with tool_choice 'auto' is not supported"),
+    ({"tool_choice": "auto", "parallel_tool_calls": False}, "send tool_choice 'required' or a named function"),
+    ({"parallel_tool_calls": "no"}, "parallel_tool_calls: expected a boolean"),
+    ({"tool_choice": "any"}, "tool_choice: expected 'auto', 'none', 'required'"),
+    ({"tool_choice": {"type": "allowed_tools", "tools": []}}, "tool_choice: expected"),
+    ({"tool_choice": {"type": "function", "function": {"name": "send_email"}}},
+     "'send_email' is not a declared tool \\(declared: get_weather, get_stock\\)"),
+    ({"tool_choice": {"type": "function", "name": "get_weather"}}, "tool_choice.function: field required"),
+    ({"tool_choice": "required", "tools": []}, "tool_choice 'required' needs tools"),
+    ({"tool_choice": "required", "response_format": {"type": "json_object"}}, "leave response_format out"),
+])
+def test_openai_tool_choice_it_cannot_honour_is_refused(fields, message):
+    with pytest.raises(DialectError, match=message):
+        openai_with(**fields)
+
+
+def test_parallel_calls_off_without_tools_asks_nothing_and_is_accepted():
+    request = dialects.openai_request({"model": "m", "messages": [], "parallel_tool_calls": False})
+    assert request["tools"] is None and request["format"] is None
+
+
+def anthropic_with(tool_choice):
+    tools = [{"name": tool["function"]["name"], "description": tool["function"]["description"],
+              "input_schema": tool["function"]["parameters"]} for tool in (WEATHER, STOCK)]
+    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "Weather?"}], "tools": tools}
+    return dialects.anthropic_request({**body, **({} if tool_choice is None else {"tool_choice": tool_choice})})
+
+
+@pytest.mark.parametrize("choice, tools, names", [
+    (None, 2, None),
+    ({"type": "auto"}, 2, None),
+    ({"type": "auto", "disable_parallel_tool_use": False}, 2, None),
+    ({"type": "none"}, 0, None),
+    ({"type": "any"}, 2, ["get_weather", "get_stock"]),
+    ({"type": "any", "disable_parallel_tool_use": True}, 2, ["get_weather", "get_stock"]),
+    ({"type": "tool", "name": "get_stock"}, 2, ["get_stock"]),
+    ({"type": "tool", "name": "get_stock", "disable_parallel_tool_use": True}, 2, ["get_stock"]),
+])
+def test_anthropic_tool_choice_is_honoured(choice, tools, names):
+    request = anthropic_with(choice)
+    assert len(request["tools"] or []) == tools and forced_names(request["format"]) == names
+
+
+@pytest.mark.parametrize("choice, message", [
+    ({"type": "auto", "disable_parallel_tool_use": True}, "with type 'auto' is not supported here"),
+    ({"type": "auto", "disable_parallel_tool_use": "yes"}, "disable_parallel_tool_use: expected a boolean"),
+    ({"type": "required"}, "tool_choice.type: expected 'auto', 'any', 'tool' or 'none'"),
+    ({"type": "tool"}, "tool_choice.name: field required"),
+    ({"type": "tool", "name": "send_email"}, "'send_email' is not a declared tool"),
+    ("any", "tool_choice: expected an object"),
+])
+def test_anthropic_tool_choice_it_cannot_honour_is_refused(choice, message):
+    with pytest.raises(DialectError, match=message):
+        anthropic_with(choice)
+
+
+def test_anthropic_any_needs_tools():
+    with pytest.raises(DialectError, match="'any' needs tools"):
+        dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": [], "tool_choice": {"type": "any"}})
+
+
+def test_a_malformed_tool_under_a_forced_choice_is_a_400_not_a_crash():
+    with pytest.raises(DialectError, match="tools\\[0\\].function: field required"):
+        dialects.openai_request({"model": "m", "messages": [], "tools": [{"name": "x"}], "tool_choice": "required"})
+
+
+def test_a_forced_call_uses_lesson_5s_grammar():
+    assert openai_with(tool_choice="required")["format"] == required_call_format([WEATHER, STOCK])
+
+
+def test_the_grammar_drops_patterns_but_keeps_a_property_called_description():
+    ticket = {"type": "function", "function": {"name": "open_ticket", "parameters": {
+        "type": "object", "properties": {"description": {"type": "string", "description": "what broke"},
+                                         "id": {"type": "string", "pattern": "^T-[0-9]+$"}}}}}
+    request = dialects.openai_request({"model": "m", "messages": [], "tools": [ticket], "tool_choice": "required"})
+    arguments = request["format"]["anyOf"][0]["properties"]["arguments"]
+    assert arguments["properties"] == {"description": {"type": "string"}, "id": {"type": "string"}}

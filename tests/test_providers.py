@@ -10,7 +10,15 @@ import json
 
 import pytest
 
-from course_lib.providers import ADAPTERS, LoopStopped, Provider, differences_table, run
+from course_lib.providers import (
+    ADAPTERS,
+    LoopStopped,
+    Provider,
+    differences_table,
+    responses_calls,
+    responses_input,
+    run,
+)
 from course_lib.server import dialects
 
 SYSTEM = "You are the kiosk's assistant."
@@ -117,3 +125,25 @@ def test_the_differences_table_is_read_off_the_runs():
     assert rows["stop signal"][1] == "`choices[0].finish_reason = 'tool_calls'`"
     assert "is_error=true" in rows["a failed call"][2] and "is_error" not in rows["a failed call"][1]
     assert "tool_call_id" in rows["a result goes back as"][1] and 'role="user"' in rows["a result goes back as"][2]
+
+
+def test_a_chat_completions_run_becomes_responses_items_linked_by_call_id():
+    provider = ScriptedProvider("openai", CALL_THEN_ANSWER)
+    run(provider, SYSTEM, "Stock of SKU-00042?", TOOLS)
+    messages = provider.sent[1]["messages"]
+    call_id = messages[2]["tool_calls"][0]["id"]
+    items = responses_input(messages)
+    assert [item.get("type", item.get("role")) for item in items] == [
+        "system", "user", "function_call", "function_call_output"]
+    assert items[2] == {"type": "function_call", "call_id": call_id, "name": "get_product_stock",
+                        "arguments": '{"sku": "SKU-00042"}'}
+    assert items[3] == {"type": "function_call_output", "call_id": call_id, "output": '{"tokyo": 12}'}
+
+
+def test_responses_calls_are_read_by_call_id_not_by_the_item_id():
+    output = [{"type": "reasoning", "id": "rs_1", "summary": []},
+              {"type": "function_call", "id": "fc_1", "call_id": "call_7", "name": "get_product_stock",
+               "arguments": '{"sku": "SKU-00042"}', "status": "completed"}]
+    calls = responses_calls(output)
+    assert [(call.name, call.arguments, call.id) for call in calls] == [
+        ("get_product_stock", {"sku": "SKU-00042"}, "call_7")]

@@ -19,6 +19,27 @@ Ollama-style ``messages``, ``tools``, ``options`` and ``format``; the generated 
 becomes a response in the dialect. A request the dialect's own API would reject (say, call
 arguments given as an object where OpenAI wants a string) raises :class:`DialectError`
 with the message the server returns, in the dialect's error format.
+
+``tool_choice`` and the parallel-call settings follow the course's rule "honoured or
+refused, never silently dropped" (:func:`openai_tool_choice`, :func:`anthropic_tool_choice`):
+
+====================================  ======================================  ==================================
+OpenAI                                Anthropic                               here
+====================================  ======================================  ==================================
+``"auto"`` (the default)              ``{"type": "auto"}``                    the model decides
+``"none"``                            ``{"type": "none"}``                    no tools in the prompt
+``"required"``                        ``{"type": "any"}``                     a grammar: exactly one call
+``{"type": "function", "function":    ``{"type": "tool", "name": ...}``       a grammar: exactly one call of it
+{"name": ...}}``
+``parallel_tool_calls: false``        ``disable_parallel_tool_use: true``     kept with a forced call (one call);
+                                                                              with ``auto``, a 400
+====================================  ======================================  ==================================
+
+A forced call is lesson 5's grammar (as ``validation.required_call_format``): the model can
+write nothing but one JSON call of a declared tool, which the server reads as a call.
+Limiting an ``auto`` turn to one call would mean dropping the calls after the first from
+the reply, and translating a request cannot do that, so that combination is refused with
+the alternative named, rather than accepted and ignored.
 """
 
 from __future__ import annotations
@@ -125,9 +146,11 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
                 raise DialectError(f"{where}.tool_call_id: {call_id!r} answers no earlier tool call")
             converted["tool_name"] = names_by_id[call_id]
         messages.append(converted)
-    tools = _optional(body, "tools", list) or None
-    if body.get("tool_choice") == "none":
-        tools = None
+    tools, forced = openai_tool_choice(body, _optional(body, "tools", list) or None)
+    response_format = _openai_format(_optional(body, "response_format", dict))
+    if forced and response_format:
+        raise DialectError("tool_choice and response_format both need the output grammar: a forced call "
+                           "already is JSON, so leave response_format out")
     options = {key: body[key] for key in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty")
                if body.get(key) is not None}
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -137,8 +160,74 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
     if stop is not None:
         options["stop"] = [stop] if isinstance(stop, str) else stop
     return {"model": model, "messages": messages, "tools": tools, "options": options,
-            "format": _openai_format(_optional(body, "response_format", dict)),
-            "stream": _optional(body, "stream", bool) or False}
+            "format": forced or response_format, "stream": _optional(body, "stream", bool) or False}
+
+
+def openai_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> tuple[list[Any] | None, dict[str, Any] | None]:
+    """``tool_choice`` and ``parallel_tool_calls`` -> the tools to render and a grammar (or None).
+
+    ``"none"`` leaves the tools out; ``"required"`` or a named function forces exactly one call
+    with a grammar; ``"auto"`` (the default) leaves the choice to the model. Anything else is a
+    400 that says what this server accepts.
+    """
+    choice = body.get("tool_choice", "auto")
+    parallel = _optional(body, "parallel_tool_calls", bool)
+    if choice == "none" or (choice is None and not tools):
+        return None, None
+    if choice in ("auto", None):
+        if parallel is False and tools:
+            raise DialectError("parallel_tool_calls: false with tool_choice 'auto' is not supported here (keeping "
+                               "only the first call would drop the others); send tool_choice 'required' or a named "
+                               "function, which make exactly one call, or run only the first call yourself")
+        return tools, None
+    if choice == "required":
+        return tools, _one_call_of(_needs_tools(tools, "tool_choice 'required'"))
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        name = _require(_require(choice, "function", dict, "tool_choice."), "name", str, "tool_choice.function.")
+        return tools, _one_call_of([_declared(tools, name, "tool_choice.function.name")])
+    raise DialectError("tool_choice: expected 'auto', 'none', 'required' or "
+                       "{\"type\": \"function\", \"function\": {\"name\": ...}}, got " + json.dumps(choice)[:80])
+
+
+def _one_call_of(tools: list[Any]) -> dict[str, Any]:
+    """The grammar (a ``format`` schema) for exactly one call of one of ``tools``: lesson 5's
+    ``validation.required_call_format``, written out here because the server sits below it."""
+    options = []
+    for i, tool in enumerate(tools):
+        function = _require(tool, "function", dict, f"tools[{i}].")
+        parameters = _optional(function, "parameters", dict, f"tools[{i}].function.") or {"type": "object"}
+        options.append({"type": "object", "required": ["name", "arguments"],
+                        "properties": {"name": {"const": _require(function, "name", str, f"tools[{i}].function.")},
+                                       "arguments": _grammar_safe(parameters)}})
+    return {"anyOf": options}
+
+
+def _grammar_safe(schema: Any) -> Any:
+    """``schema`` without ``pattern`` s (llama-cpp-python's converter mangles some) and
+    ``description`` s; a property that happens to be called so is kept."""
+    if isinstance(schema, list):
+        return [_grammar_safe(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {key: {name: _grammar_safe(sub) for name, sub in value.items()}
+            if key == "properties" and isinstance(value, dict) else _grammar_safe(value)
+            for key, value in schema.items() if key not in ("pattern", "description")}
+
+
+def _needs_tools(tools: list[Any] | None, what: str) -> list[Any]:
+    if not tools:
+        raise DialectError(f"{what} needs tools: the request declares none")
+    return tools
+
+
+def _declared(tools: list[Any] | None, name: str, where: str) -> Any:
+    """The declaration of the tool called ``name`` (Ollama's shape), or a 400 naming the declared ones."""
+    for tool in _needs_tools(tools, where):
+        if isinstance(tool, dict) and isinstance(tool.get("function"), dict) and tool["function"].get("name") == name:
+            return tool
+    names = [tool["function"].get("name") for tool in tools or [] if isinstance(tool, dict)
+             and isinstance(tool.get("function"), dict)]
+    raise DialectError(f"{where}: {name!r} is not a declared tool (declared: {', '.join(map(str, names))})")
 
 
 def _openai_format(response_format: dict[str, Any] | None) -> str | dict[str, Any] | None:
@@ -213,14 +302,40 @@ def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
                                                "parameters": _optional(tool, "input_schema", dict, f"tools.{i}.")
                                                or {"type": "object"}}}
              for i, tool in enumerate(_optional(body, "tools", list) or [])] or None
-    if (_optional(body, "tool_choice", dict) or {}).get("type") == "none":
-        tools = None
+    tools, forced = anthropic_tool_choice(_optional(body, "tool_choice", dict), tools)
     options = {"num_predict": max_tokens}
     options.update({key: body[key] for key in ("temperature", "top_p", "top_k") if body.get(key) is not None})
     if body.get("stop_sequences"):
         options["stop"] = body["stop_sequences"]
-    return {"model": model, "messages": messages, "tools": tools, "options": options, "format": None,
+    return {"model": model, "messages": messages, "tools": tools, "options": options, "format": forced,
             "stream": _optional(body, "stream", bool) or False}
+
+
+def anthropic_tool_choice(choice: dict[str, Any] | None, tools: list[Any] | None
+                          ) -> tuple[list[Any] | None, dict[str, Any] | None]:
+    """``tool_choice`` -> the tools to render and a grammar (or None), as :func:`openai_tool_choice`.
+
+    ``{"type": "none"}`` leaves the tools out; ``"any"`` or ``"tool"`` (with ``name``) force
+    exactly one call with a grammar, which is what ``disable_parallel_tool_use`` asks of them;
+    ``"auto"`` leaves the choice to the model, and refuses ``disable_parallel_tool_use``.
+    """
+    choice = choice or {"type": "auto"}
+    kind = choice.get("type")
+    single = _optional(choice, "disable_parallel_tool_use", bool, "tool_choice.")
+    if kind == "none":
+        return None, None
+    if kind == "auto":
+        if single and tools:
+            raise DialectError("tool_choice.disable_parallel_tool_use: true with type 'auto' is not supported here "
+                               "(keeping only the first tool_use would drop the others); send type 'any' or 'tool', "
+                               "which make exactly one tool_use, or run only the first one yourself")
+        return tools, None
+    if kind == "any":
+        return tools, _one_call_of(_needs_tools(tools, "tool_choice.type 'any'"))
+    if kind == "tool":
+        name = _require(choice, "name", str, "tool_choice.")
+        return tools, _one_call_of([_declared(tools, name, "tool_choice.name")])
+    raise DialectError(f"tool_choice.type: expected 'auto', 'any', 'tool' or 'none', got {json.dumps(kind)[:40]}")
 
 
 def _anthropic_user(blocks: list[Any], where: str, names_by_id: dict[str, str]) -> list[Message]:
