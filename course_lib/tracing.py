@@ -20,8 +20,10 @@ recorded as ``"unknown"``.
 
 Each ``Tracer`` has its own ``TracerProvider`` with an in-memory exporter, so a notebook or
 a test can read its spans back (``tracer.finished()``, or ``tracer.spans`` for the tool
-calls as plain records); pass ``exporters`` (e.g. ``ConsoleSpanExporter(out=file)``) to
-send them on as well.
+calls as plain records); pass ``exporters`` to send them on as well. An exporter is any
+``SpanExporter``: the SDK calls its ``export(spans)`` with each span as it ends (lesson 7
+writes one in ten lines); ``OTLPSpanExporter`` sends them to a collector,
+``ConsoleSpanExporter(out=file)`` prints them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import io
 import json
 
 import pytest
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter, SpanExportResult
 
 from course_lib.fake_model import ScriptedModel, calls, says
 from course_lib.loop import run_agent
@@ -110,6 +110,33 @@ def test_a_traced_run_has_genai_spans_and_no_raw_values_in_what_is_exported():
     assert '"gen_ai.tool.name": "send_email"' in exported
     for secret in ("aiko@example.com", "Your refund", "ORD-000001", "Aiko Tanaka"):
         assert secret not in exported
+
+
+class Collector(SpanExporter):
+    """Lesson 7's exporter, written out: every span it is sent, as a JSON document."""
+
+    def __init__(self):
+        self.received = []
+
+    def export(self, spans):
+        self.received += [json.loads(span.to_json()) for span in spans]
+        return SpanExportResult.SUCCESS
+
+
+def test_an_exporter_of_your_own_receives_each_span_once_as_it_ends_from_every_tracer_given_it():
+    collector = Collector()
+    tracers = [Tracer(tools=TOOLS, exporters=[collector]) for _ in range(2)]
+    for tracer in tracers:
+        model = ScriptedModel([calls("send_email", to="aiko@example.com", body="Your refund"), says("done")])
+        with tracer.run("test"):
+            run_agent(tracer.model(model, "scripted"), [{"role": "user", "content": "x"}], TOOLS,
+                      execute=tracer.wrap(lambda name, args: call_tool(name, args, TOOLS)))
+    names = ["chat scripted", "execute_tool send_email", "chat scripted", "invoke_agent test"]
+    assert [document["name"] for document in collector.received] == names * 2  # in the order they ended
+    assert [document["name"] for document in collector.received] == [
+        span.name for tracer in tracers for span in tracer.finished()]  # what the in-memory exporter has too
+    assert len({document["context"]["trace_id"] for document in collector.received}) == 2  # a trace per run
+    assert "aiko@example.com" not in json.dumps(collector.received)
 
 
 def test_an_exception_is_recorded_by_type_and_still_raised():

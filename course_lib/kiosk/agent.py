@@ -8,11 +8,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..loop import ChatModel, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
+from ..loop import ChatModel, Executor, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
 from ..messages import ToolResult
 from ..security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext
 from ..security.executor import guarded_executor
 from ..security.workspace import email_address
+from ..tools import ToolFunction
 from ..tracing import Prices, Span, Tracer
 from .shop import UNTRUSTED, Kiosk
 
@@ -139,28 +140,47 @@ class KioskAgent:
     def __post_init__(self) -> None:
         self.gate = ApprovalGate(self.reviewer or StaffReviewer(self.kiosk.orders), tools=self.needs_approval)
 
-    def defenses(self) -> list[Defense]:
-        return [self.gate, RecipientAllowlist(self.kiosk.customers), ReviewReader(tools=UNTRUSTED)]
-
     def ask(self, request: str) -> KioskReply:
-        tools = self.kiosk.tools()
-        run = RunContext(request, {}, self.model, self.options)
+        """One customer request, through every layer of the course (lesson numbers in the comments)."""
+        tools = self.kiosk.tools()  # typed arguments (5); refund_order pays once per order (6)
+        run = RunContext(request, {}, self.model, self.options)  # all that the guards may know (9)
         tracer = Tracer()
-        execute = tracer.wrap(guarded_executor(self.defenses(), run, tools))
-        run.execute = execute  # an approved refund comes back through here: validated, guarded and traced
+        guarded = guarded_executor(self.defenses(), run, tools)  # validate, guard, run the tool (5, 9)
+        execute = tracer.wrap(guarded)  # a span per tool call, arguments hashed (7)
+        run.execute = execute  # an approved refund comes back through it
+        started = time.perf_counter()
+        with tracer.run("kiosk"):  # a span per request and per model call (7)
+            model = tracer.model(self.chat_model())
+            transcript, stopped_by = self.limited_loop(model, request, tools, execute)  # limits (4)
+        seconds = time.perf_counter() - started
+        return self.priced_reply(request, transcript, run, tracer, stopped_by, seconds)  # cost (7)
+
+    def defenses(self) -> list[Defense]:
+        """The guards, asked in this order on each validated call and each result (lesson 9)."""
+        return [self.gate,  # a refund waits for the reviewer's approval
+                RecipientAllowlist(self.kiosk.customers),  # e-mail only to the shop's customers
+                ReviewReader(tools=UNTRUSTED)]  # reviews only through a quarantined reader
+
+    def chat_model(self) -> ChatModel:
+        """The model the loop talks to: with ``first_call_required``, its first reply must be a call."""
+        return FirstCallRequired(self.model) if self.first_call_required else self.model
+
+    def limited_loop(self, model: ChatModel, request: str, tools: dict[str, ToolFunction],
+                     execute: Executor) -> tuple[Transcript, str | None]:
+        """Lesson 4's loop under ``self.limits``. A limit that stops it is reported (the transcript
+        and the limit's name), not raised: the customer still gets a reply, and the evaluation a row."""
         messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
-        started, stopped_by = time.perf_counter(), None
-        model = tracer.model(FirstCallRequired(self.model) if self.first_call_required else self.model)
-        with tracer.run("kiosk"):
-            try:
-                transcript = run_agent(model, messages, tools, self.limits, execute, self.options,
-                                       answer_on_repeat=True)
-            except LoopLimitReached as stop:
-                transcript, stopped_by = stop.transcript, type(stop).__name__
-        tokens_in = sum(turn.prompt_tokens for turn in transcript.turns)
+        try:
+            return run_agent(model, messages, tools, self.limits, execute, self.options, answer_on_repeat=True), None
+        except LoopLimitReached as stop:
+            return stop.transcript, type(stop).__name__
+
+    def priced_reply(self, request: str, transcript: Transcript, run: RunContext, tracer: Tracer,
+                     stopped_by: str | None, seconds: float) -> KioskReply:
+        """The reply, with its tokens and cost (lesson 7): the loop's turns plus the quarantined
+        reader's extra calls, which are counted as input tokens."""
+        tokens_in = sum(turn.prompt_tokens for turn in transcript.turns) + run.extra_tokens
         tokens_out = sum(turn.output_tokens for turn in transcript.turns)
         return KioskReply(request, transcript.answer, transcript, tracer, run.refusals, run.approvals_asked,
-                          stopped_by, time.perf_counter() - started, transcript.tokens + run.extra_tokens,
-                          self.prices.cost(tokens_in + run.extra_tokens, tokens_out))
-
-
+                          stopped_by, seconds, transcript.tokens + run.extra_tokens,
+                          self.prices.cost(tokens_in, tokens_out))
