@@ -74,6 +74,31 @@ def parse_tool_calls(text: str, tool_names: set[str] | list[str]) -> ParsedReply
     return ParsedReply("".join(content).strip(), [call for *_, calls in spans for call in calls])
 
 
+def call_format(declared: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``format`` schema (a grammar) for exactly one call of one of the ``declared`` tools, in
+    the shape :func:`parse_tool_calls` reads as bare JSON: ``{"name": ..., "arguments": {...}}``.
+
+    The grammar fixes the shape: a declared name, arguments with the right keys and types.
+    ``pattern`` s are left out (llama-cpp-python's converter mangles some of them) and so are
+    ``description`` s, but a property that happens to be called so is kept; validation at the
+    boundary still decides whether the values are right.
+    """
+    return {"anyOf": [{"type": "object", "required": ["name", "arguments"],
+                       "properties": {"name": {"const": tool["function"]["name"]},
+                                      "arguments": _grammar_safe(tool["function"]["parameters"])}}
+                      for tool in declared]}
+
+
+def _grammar_safe(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_grammar_safe(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {key: {name: _grammar_safe(sub) for name, sub in value.items()}
+            if key == "properties" and isinstance(value, dict) else _grammar_safe(value)
+            for key, value in schema.items() if key not in ("pattern", "description")}
+
+
 def possible_call_start(text: str) -> int | None:
     """Where a tool call might begin in ``text`` (for streaming), or None.
 

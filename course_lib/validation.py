@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from .messages import Message, describe_errors
+from .tool_parser import call_format
 
 
 def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -105,15 +106,7 @@ def required_call_format(declared: list[dict[str, Any]]) -> dict[str, Any]:
 
     The grammar fixes the shape: a declared name, arguments with the right keys and types.
     ``pattern`` s are left out (llama-cpp-python's converter mangles some of them), so the
-    validation at the boundary still decides whether the values are right.
+    validation at the boundary still decides whether the values are right. It is
+    :func:`course_lib.tool_parser.call_format`, which the server uses for ``tool_choice`` too.
     """
-    def without_patterns(schema: Any) -> Any:
-        if isinstance(schema, dict):
-            return {key: without_patterns(value) for key, value in schema.items()
-                    if key not in ("pattern", "description")}
-        return schema
-
-    return {"anyOf": [{"type": "object", "required": ["name", "arguments"],
-                       "properties": {"name": {"const": tool["function"]["name"]},
-                                      "arguments": without_patterns(tool["function"]["parameters"])}}
-                      for tool in declared]}
+    return call_format(declared)

@@ -247,3 +247,4 @@ def test_the_grammar_drops_patterns_but_keeps_a_property_called_description():
     request = dialects.openai_request({"model": "m", "messages": [], "tools": [ticket], "tool_choice": "required"})
     arguments = request["format"]["anyOf"][0]["properties"]["arguments"]
     assert arguments["properties"] == {"description": {"type": "string"}, "id": {"type": "string"}}
+    assert request["format"] == required_call_format([ticket]), "the loop's grammar and the server's are one"

@@ -35,8 +35,9 @@ OpenAI                                Anthropic                               he
                                                                               with ``auto``, a 400
 ====================================  ======================================  ==================================
 
-A forced call is lesson 5's grammar (as ``validation.required_call_format``): the model can
-write nothing but one JSON call of a declared tool, which the server reads as a call.
+A forced call is lesson 5's grammar (``tool_parser.call_format``, which
+``validation.required_call_format`` is too): the model can write nothing but one JSON call of
+a declared tool, which the server reads as a call.
 Limiting an ``auto`` turn to one call would mean dropping the calls after the first from
 the reply, and translating a request cannot do that, so that combination is refused with
 the alternative named, rather than accepted and ignored.
@@ -51,6 +52,7 @@ import time
 from typing import Any
 
 from ..messages import Message
+from ..tool_parser import call_format
 
 MAX_OUTPUT_TOKENS = 32_768  # the server's bound on options.num_predict (wire.py)
 
@@ -190,28 +192,15 @@ def openai_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> tuple[l
 
 
 def _one_call_of(tools: list[Any]) -> dict[str, Any]:
-    """The grammar (a ``format`` schema) for exactly one call of one of ``tools``: lesson 5's
-    ``validation.required_call_format``, written out here because the server sits below it."""
-    options = []
+    """The grammar (a ``format`` schema) for exactly one call of one of ``tools``, checked first
+    so that a malformed declaration is a 400: lesson 5's ``validation.required_call_format``."""
+    declared = []
     for i, tool in enumerate(tools):
         function = _require(tool, "function", dict, f"tools[{i}].")
-        parameters = _optional(function, "parameters", dict, f"tools[{i}].function.") or {"type": "object"}
-        options.append({"type": "object", "required": ["name", "arguments"],
-                        "properties": {"name": {"const": _require(function, "name", str, f"tools[{i}].function.")},
-                                       "arguments": _grammar_safe(parameters)}})
-    return {"anyOf": options}
-
-
-def _grammar_safe(schema: Any) -> Any:
-    """``schema`` without ``pattern`` s (llama-cpp-python's converter mangles some) and
-    ``description`` s; a property that happens to be called so is kept."""
-    if isinstance(schema, list):
-        return [_grammar_safe(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    return {key: {name: _grammar_safe(sub) for name, sub in value.items()}
-            if key == "properties" and isinstance(value, dict) else _grammar_safe(value)
-            for key, value in schema.items() if key not in ("pattern", "description")}
+        declared.append({"function": {"name": _require(function, "name", str, f"tools[{i}].function."),
+                                      "parameters": _optional(function, "parameters", dict, f"tools[{i}].function.")
+                                      or {"type": "object"}}})
+    return call_format(declared)
 
 
 def _needs_tools(tools: list[Any] | None, what: str) -> list[Any]:
