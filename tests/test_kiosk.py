@@ -105,3 +105,25 @@ def test_the_first_call_can_be_required_by_a_grammar_on_the_first_turn_only():
     names = [option["properties"]["name"]["const"] for option in schema["anyOf"]]
     assert names == list(Kiosk.load(DATA).tools())
     assert "pattern" not in json.dumps(schema)  # patterns stay with validation, not the grammar
+
+
+def test_lesson_13s_broken_refund_is_kiosk_refund_but_for_the_key():
+    """Lesson 13's mutant is a copy of ``Kiosk.refund``: it must stay the same code with one argument
+    gone, or the tests it shows failing would be catching a refund the kiosk no longer has."""
+    import ast
+    import inspect
+    import textwrap
+
+    def body(source: str) -> str:
+        function = ast.parse(textwrap.dedent(source)).body[0]
+        assert isinstance(function, ast.FunctionDef)
+        statements = function.body[1:] if ast.get_docstring(function) else function.body
+        return "\n".join(ast.unparse(statement) for statement in statements)
+
+    mutant_file = Path(__file__).parents[1] / "notebooks" / "agent_tests" / "broken_refund.py"
+    mutant = next(node for node in ast.parse(mutant_file.read_text()).body
+                  if isinstance(node, ast.FunctionDef) and node.name == "refund_without_the_key")
+    kiosk = body(inspect.getsource(Kiosk.refund))
+    assert "self.payments.refund(order_id, amount_jpy, key)" in kiosk
+    assert body(ast.unparse(mutant)) == kiosk.replace("self.payments.refund(order_id, amount_jpy, key)",
+                                                      "self.payments.refund(order_id, amount_jpy)")
