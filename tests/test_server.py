@@ -191,7 +191,7 @@ def test_a_prompt_longer_than_the_context_is_a_400(url):
 
 def long_generation(url, results):
     body = {"model": MODEL, "stream": False, "messages": [{"role": "user", "content": "Write a very long essay."}],
-            "options": {"temperature": 0, "num_predict": 150}}
+            "options": {"temperature": 0, "num_predict": 60}}
     results.append(post(url, "/api/chat", body).status_code)
 
 
