@@ -470,6 +470,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--reset-cache", action="store_true",
                         help="evaluate every prompt from scratch: exact repeatability, no prefix reuse")
+    parser.add_argument("--prompt-cache", type=int, default=0, metavar="N",
+                        help="keep the states of the last N prompts and reuse the longest shared prefix, in "
+                             "aligned chunks so that the output does not depend on what was cached (default 0: "
+                             "llama-cpp-python's one prefix)")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process is gone (connect() passes the notebook kernel's pid)")
     args = parser.parse_args(argv)
@@ -477,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         exit_with_parent(args.parent_pid)
     name, path = resolve_model()
     engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache,
-                    max_n_ctx=args.max_num_ctx)
+                    max_n_ctx=args.max_num_ctx, prompt_cache=args.prompt_cache)
     print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s", file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,

@@ -13,7 +13,8 @@ Two things about llama.cpp shape this code:
   the new tail is evaluated. That is why the server keeps a single instance alive.
   At temperature 0 a cached prefix can still change the output slightly (the cached path
   adds numbers in a different order); ``reset_each_request=True`` trades the speed-up
-  for exact repeatability.
+  for exact repeatability. ``prompt_cache=N`` keeps N prefixes instead, and makes the
+  output independent of which one was cached (``prompt_cache.py``).
 
 And one thing about tokens: a chat prompt (``Prompt``) is tokenized so that only the
 template's own markers become special tokens. Text from messages and tools stays text,
@@ -40,6 +41,7 @@ from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_grammar import JSON_GBNF
 
 from ..chat_template import Prompt, render, render_prompt
+from .prompt_cache import PromptCache
 from .wire import Format, Options
 
 # Ollama's defaults for the options a request leaves out.
@@ -102,13 +104,15 @@ class Engine:
 
     def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX,
                  n_threads: int | None = None, reset_each_request: bool = False,
-                 max_n_ctx: int | None = None) -> None:
+                 max_n_ctx: int | None = None, prompt_cache: int = 0) -> None:
         self.name = name
         self.path = Path(path)
         self.n_threads = n_threads or self.default_threads()
         self.reset_each_request = reset_each_request
         self.default_n_ctx = n_ctx  # what a request without options.num_ctx gets
+        self.prompt_cache_slots = prompt_cache  # 0: llama-cpp-python's own single prefix
         self.llm, self.load_duration = self._new_llama(n_ctx)
+        self.cache = self._new_cache()
         self.n_ctx = n_ctx
         self.metadata: dict[str, str] = dict(self.llm.metadata)
         self.template: str = self.metadata.get("tokenizer.chat_template", "")
@@ -131,6 +135,9 @@ class Engine:
         started = time.perf_counter_ns()
         llm = Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=512, n_threads=self.n_threads, verbose=False)
         return llm, time.perf_counter_ns() - started
+
+    def _new_cache(self) -> PromptCache | None:
+        return PromptCache(self.llm, self.prompt_cache_slots) if self.prompt_cache_slots else None
 
     def _control_tokens(self) -> dict[str, int]:
         """The vocabulary's control tokens (``<|im_start|>``, ``<|im_end|>``, ...) by text."""
@@ -212,7 +219,9 @@ class Engine:
         asking (a stop string, a cancelled request) stops the model.
         """
         if self.reset_each_request:
-            self.llm.reset()
+            self.forget_cache()
+        if self.cache:
+            self.cache.prepare(tokens)
         # No seed means a fresh random one (an earlier request's seed must not linger).
         self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
         self.llm.last_n_tokens_size = settings["repeat_last_n"]
@@ -234,6 +243,8 @@ class Engine:
         with ``keep_alive: 0``), so a benchmark can start every case from the same state.
         """
         self.llm.reset()
+        if self.cache:
+            self.cache.clear()
 
     def _fit_context(self, num_ctx: int | None) -> int:
         """Reload with a new context size when a request asks for one (Ollama does the same).
@@ -253,6 +264,7 @@ class Engine:
             raise ContextTooLarge(f"could not load a context of {wanted} tokens ({error}); "
                                   f"the server keeps its context of {self.n_ctx}") from None
         self.llm, self.n_ctx = llm, wanted
+        self.cache = self._new_cache()
         return duration
 
     def grammar_for(self, format: Format) -> LlamaGrammar | None:

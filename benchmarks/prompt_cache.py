@@ -1,0 +1,109 @@
+"""Several cached prompt prefixes (``--prompt-cache``) vs llama-cpp-python's one, side by side.
+
+    python benchmarks/prompt_cache.py [--rounds 2] [--requests 4]
+
+The workload is the shape of a defended agent run (lesson 9): for each request, the agent's
+first turn (system prompt, tools, request), a tool-free call of a defense (another system
+prompt and a web page), then the agent's answer turn, which starts like its first turn.
+With one cached prefix the defense's call pushes the agent's prefix out, and the answer turn
+evaluates the system prompt and the tools again; with several, it is restored.
+
+Two engines on the same model run the same workload, alternating round by round (machines
+are noisy: read the ratio). Prints the seconds of each, their ratio, the prompt tokens
+each evaluated, and whether the cached engine's answers equal its own answers from an empty
+cache (they must: only whole aligned chunks are reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from course_lib.models import resolve_model
+from course_lib.server.engine import Engine, GenerationStats
+from course_lib.server.wire import Options
+
+SYSTEM = {"role": "system", "content": "You are the kiosk assistant of a parts shop. Use the tools to answer; "
+                                       "never invent stock, prices or orders. Answer in one or two sentences."}
+TOOLS = [{"type": "function", "function": {"name": name, "description": description, "parameters": {
+    "type": "object", "properties": {argument: {"type": "string", "description": about}}, "required": [argument]}}}
+    for name, description, argument, about in [
+        ("get_product_stock", "Units in stock of a product in each warehouse. Use it for any stock question.",
+         "sku", "Product code: SKU- and five digits, e.g. SKU-01234."),
+        ("get_product_price", "The price of a product in yen, with tax.", "sku", "Product code, e.g. SKU-01234."),
+        ("read_web_page", "The text of a web page, for questions about a supplier's page.", "url", "The page's URL."),
+        ("send_email", "Send an e-mail to a customer. Only when the customer asks for one.", "to", "Address."),
+        ("refund_order", "Refund an order in full. Only when the customer asks for a refund.", "order_id",
+         "Order number, e.g. ORD-000042.")]]
+REQUESTS = ["Is SKU-12345 in stock?", "How much is SKU-00042?", "What does the supplier page say about delivery?",
+            "Please refund ORD-000042."]
+PAGE = ("Supplier news: deliveries to Tokyo take two days, to Osaka three. Prices change on the first of the "
+        "month. Contact the sales office for bulk orders of more than 500 units. ") * 3
+QUARANTINE = {"role": "system", "content": "Extract only facts about delivery times from the page. Reply in JSON."}
+GREEDY = Options(temperature=0, num_predict=24)
+
+
+def reply(engine: Engine, messages: list[dict], tools: list[dict] | None) -> tuple[str, int]:
+    """The greedy reply and the prompt's length in tokens."""
+    pieces = list(engine.generate(engine.render_prompt(messages, tools), GREEDY))
+    stats = pieces[-1]
+    assert isinstance(stats, GenerationStats)
+    return "".join(p for p in pieces if isinstance(p, str)), stats.prompt_eval_count
+
+
+def calls(request: str) -> list[tuple[list[dict], list[dict] | None]]:
+    """One request's three model calls: (messages, tools)."""
+    user = {"role": "user", "content": request}
+    fetched = {"role": "assistant", "content": "", "tool_calls": [
+        {"function": {"name": "read_web_page", "arguments": {"url": "https://supplier.example"}}}]}
+    return [([SYSTEM, user], TOOLS),                                           # the agent's first turn
+            ([QUARANTINE, {"role": "user", "content": PAGE}], None),           # the defense's own call
+            ([SYSTEM, user, fetched, {"role": "tool", "content": PAGE[:200]}], TOOLS)]  # the answer turn
+
+
+def workload(engine: Engine, requests: list[str]) -> tuple[float, list[str], int]:
+    """Seconds, the replies, and the prompt tokens the prompt cache skipped (0 without one)."""
+    started, replies, skipped = time.perf_counter(), [], 0
+    for request in requests:
+        for messages, tools in calls(request):
+            replies.append(reply(engine, messages, tools)[0])
+            skipped += engine.cache.reused if engine.cache else 0
+    return time.perf_counter() - started, replies, skipped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--requests", type=int, default=len(REQUESTS))
+    args = parser.parse_args()
+    name, path = resolve_model()
+    engines = {"one cached prefix": Engine(name, path), "prompt cache, 8 slots": Engine(name, path, prompt_cache=8)}
+    requests = REQUESTS[:args.requests]
+    seconds: dict[str, list[float]] = {label: [] for label in engines}
+    replies: dict[str, list[str]] = {}
+    skipped: dict[str, int] = {}
+    for round_ in range(args.rounds):
+        for label in (list(engines) if round_ % 2 == 0 else list(engines)[::-1]):
+            engines[label].forget_cache()
+            took, replies[label], skipped[label] = workload(engines[label], requests)
+            seconds[label].append(took)
+    cached = engines["prompt cache, 8 slots"]
+    total = sum(reply(cached, *call)[1] for request in requests for call in calls(request))
+    cold = []
+    for request in requests:
+        for messages, tools in calls(request):
+            cached.forget_cache()
+            cold.append(reply(cached, messages, tools)[0])
+    old, new = (statistics.median(seconds[label]) for label in engines)
+    print(f"{len(requests)} defended runs, 3 model calls each ({total} prompt tokens), {args.rounds} rounds, medians:")
+    for label in engines:
+        print(f"  {label:22} {statistics.median(seconds[label]):6.1f} s")
+    print(f"  ratio: {old / new:.2f}x; the prompt cache skipped {skipped['prompt cache, 8 slots']} of the "
+          f"{total} prompt tokens")
+    print(f"  prompt cache's replies equal to the same call from an empty cache: "
+          f"{sum(a == b for a, b in zip(replies['prompt cache, 8 slots'], cold))} of {len(cold)}")
+
+
+if __name__ == "__main__":
+    main()
