@@ -216,9 +216,10 @@ def llama_build_args(flags: set[str]) -> str | None:
     return " ".join(["-DGGML_NATIVE=OFF", *options])
 
 
-def install() -> None:
-    """Install the course (editable) with its test tools, if needed: into ``.venv``, which
-    is made here, or into the environment you activated."""
+def install(extras: tuple[str, ...] = ("test",)) -> None:
+    """Install the course (editable) with its ``extras`` (the test tools; ``course.py test``
+    adds AgentDojo), if needed: into ``.venv``, which is made here, or into the environment you
+    activated."""
     missing = [p for p in prerequisites() if not p.found]
     for p in missing:
         if not p.only_to_build:
@@ -229,7 +230,8 @@ def install() -> None:
         sys.exit(NO_PIP)
     stamp = stamp_path()
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if stamp.exists() and stamp.read_text() == wanted:
+    done, *installed = stamp.read_text().split() if stamp.exists() else [""]
+    if done == wanted and set(extras) <= set(installed):
         return
     if missing and not imports("llama_cpp"):
         for p in missing:
@@ -238,8 +240,9 @@ def install() -> None:
           "from source (about 5 minutes on 2 cores).", flush=True)
     if not in_own_environment():  # your own environment's pip is yours to upgrade, not ours
         run(python(), "-m", "pip", "install", "--upgrade", "pip")
-    run(python(), "-m", "pip", "install", "-e", ".[test]", *llama_without_amx())
-    stamp.write_text(wanted)
+    extras = tuple(sorted(set(extras) | (set(installed) if done == wanted else set())))
+    run(python(), "-m", "pip", "install", "-e", f".[{','.join(extras)}]", *llama_without_amx())
+    stamp.write_text(" ".join([wanted, *extras]))
 
 
 def llama_without_amx() -> list[str]:
@@ -265,8 +268,8 @@ def llama_without_amx() -> list[str]:
     return ["--find-links", str(wheels), f"llama-cpp-python=={wheel.name.split('-')[1]}"]
 
 
-def setup() -> None:
-    install()
+def setup(extras: tuple[str, ...] = ("test",)) -> None:
+    install(extras)
     run(python(), "-m", "course_lib.models", "fetch")
 
 
@@ -374,7 +377,7 @@ def main(argv: list[str]) -> int:
         as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
         run(python(), "-m", "jupyter", "lab", folder, *as_root, *options)
     elif command == "test":
-        setup()
+        setup(("test", "agentdojo"))  # AgentDojo's benchmark is tested too
         run(python(), "-m", "pytest", *rest)
     elif command == "grade":
         return grade(rest)

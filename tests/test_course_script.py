@@ -162,6 +162,17 @@ def test_pip_is_upgraded_only_in_the_venv_course_py_made(monkeypatch, tmp_path):
     assert upgrade not in pip_commands(monkeypatch, tmp_path, own=True), "your environment's pip is yours"
 
 
+def test_an_install_is_redone_only_for_extras_it_did_not_install(monkeypatch, tmp_path):
+    commands = pip_commands(monkeypatch, tmp_path, own=True)
+    assert commands[-1][:5] == (sys.executable, "-m", "pip", "install", "-e") and commands[-1][5] == ".[test]"
+    course.install(("test", "agentdojo"))  # `course.py test` wants AgentDojo too
+    assert commands[-1][5] == ".[agentdojo,test]" and len(commands) == 2
+    course.install(("test",))  # `course.py lab` afterwards: all there
+    course.install(("test", "agentdojo"))
+    assert len(commands) == 2
+    assert (tmp_path / "course-install.stamp").read_text().split()[1:] == ["agentdojo", "test"]
+
+
 # 4. one list of prerequisites, and the right interpreter on every platform
 
 

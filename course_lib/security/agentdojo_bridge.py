@@ -1,0 +1,194 @@
+"""AgentDojo's own benchmark against the course's server.
+
+AgentDojo (ETH Zurich; ``pip install agentdojo``, here 0.1.35) has suites of user tasks
+(banking, Slack, travel, workspace), injection tasks, attacks and defenses, and runs an agent
+as a pipeline of elements: a system message, the user's query, the model, a tool-execution
+loop. Its suites, attacks, defenses and pipelines are used here unchanged. What a local
+OpenAI-compatible server needs is a few lines of glue, in this module:
+
+- ``NativeLLM``: AgentDojo's OpenAI element (``tools`` in, ``tool_calls`` out, through the
+  server's parser), with two fixes: 0.1.35 sends ``temperature or NOT_GIVEN``, which drops a
+  temperature of 0 (the server's default, 0.8, applies), and it sends no ``max_tokens``.
+- ``PromptingClient``: the same cap for AgentDojo's prompting-based element (``LocalLLM``,
+  which asks for ``<function=name>{...}</function>`` in plain text and parses it itself), and
+  its tool results sent as user messages, in one piece.
+- ``NoRerun``: AgentDojo reruns a whole task, three times in all, when the last assistant
+  message has no text, which is what a loop cut off mid-call leaves; a small model does that
+  often, and each rerun costs a full run. The run ends as it is instead.
+- ``Transcript``: keeps the last run's messages, to see whether the injection reached the
+  model at all (a model that never calls the tool that returns the injected text cannot be
+  attacked by it, and AgentDojo counts that run as "attack failed").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+try:
+    import openai
+    from agentdojo.agent_pipeline import (
+        AgentPipeline,
+        BasePipelineElement,
+        LocalLLM,
+        OpenAILLM,
+        PipelineConfig,
+        ToolsExecutionLoop,
+    )
+    from agentdojo.agent_pipeline.llms.openai_llm import (
+        _function_to_openai,
+        _message_to_openai,
+        _openai_to_assistant_message,
+    )
+    from agentdojo.functions_runtime import EmptyEnv, Env, FunctionsRuntime
+    from agentdojo.types import ChatMessage, get_text_content_as_str, text_content_block_from_string
+except ImportError as missing:  # pragma: no cover - the message is the point
+    raise ImportError(f"AgentDojo is not installed ({missing.name}): `python3 course.py python -m pip install "
+                      "agentdojo==0.1.35`, or read the committed results in data/results/agentdojo.json") from None
+
+Mode = Literal["native", "prompting"]
+NO_ENV = EmptyEnv()  # AgentDojo's default environment argument; the pipeline always passes one
+DEFENSES: tuple[str | None, ...] = (None, "repeat_user_prompt", "spotlighting_with_delimiting", "tool_filter")
+
+
+def openai_client(host: str, timeout: float = 300.0) -> openai.OpenAI:
+    """An OpenAI client for the server at ``host`` (``connect().host``); no key, no retries."""
+    return openai.OpenAI(base_url=f"{host}/v1", api_key="unused", max_retries=0,
+                         http_client=openai.DefaultHttpxClient(timeout=timeout))
+
+
+class NativeLLM(OpenAILLM):
+    """AgentDojo's OpenAI element, sending ``temperature`` (0 included) and ``max_tokens``."""
+
+    def __init__(self, client: openai.OpenAI, model: str, max_tokens: int = 256, temperature: float = 0.0) -> None:
+        super().__init__(client, model, temperature=temperature)
+        self.max_tokens = max_tokens
+        self.name = model  # the tool filter sends this name as ``model``
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = NO_ENV, messages: Sequence[ChatMessage] = (),
+              extra_args: dict | None = None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+        tools = [_function_to_openai(tool) for tool in runtime.functions.values()]
+        completion = self.client.chat.completions.create(
+            model=self.model, messages=[_message_to_openai(m, self.model) for m in messages],
+            tools=tools or openai.NOT_GIVEN, temperature=self.temperature, max_tokens=self.max_tokens)
+        reply = _openai_to_assistant_message(completion.choices[0].message)
+        return query, runtime, env, [*messages, reply], extra_args or {}
+
+
+class PromptingClient:
+    """Stands in for ``openai.OpenAI`` where ``LocalLLM`` calls ``client.chat.completions.create``.
+
+    It adds ``max_tokens`` (a small model can otherwise ramble to the end of its context), and
+    sends each tool result as a user message. ``LocalLLM`` sends tool results as role ``tool``
+    with no ``tool_call_id``, which this server refuses with a 400, as OpenAI's API does; its
+    own ``tool_delimiter="user"`` would fix that but, in 0.1.35, spells the result one character
+    per paragraph (it iterates over the JSON string as if it were a list of content blocks).
+    """
+
+    def __init__(self, client: openai.OpenAI, max_tokens: int) -> None:
+        self.client, self.max_tokens = client, max_tokens
+        self.chat = self.completions = self
+
+    def create(self, **request: Any) -> Any:
+        request["messages"] = [{**m, "role": "user"} if m["role"] == "tool" else m for m in request["messages"]]
+        return self.client.chat.completions.create(**request, max_tokens=self.max_tokens)
+
+
+class NoRerun(BasePipelineElement):
+    """Gives a last assistant message without text an empty text, so AgentDojo scores the run as
+    it ended instead of running the whole task again."""
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = NO_ENV, messages: Sequence[ChatMessage] = (),
+              extra_args: dict | None = None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+        last = messages[-1]
+        if last["role"] == "assistant" and last["content"] is None:
+            messages = [*messages[:-1], {**last, "content": [text_content_block_from_string("")]}]
+        return query, runtime, env, messages, extra_args or {}
+
+
+@dataclass
+class Transcript(BasePipelineElement):
+    """Keeps the messages of the last run that passed through it."""
+
+    messages: list[ChatMessage] = field(default_factory=list)
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = NO_ENV, messages: Sequence[ChatMessage] = (),
+              extra_args: dict | None = None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+        self.messages = list(messages)
+        return query, runtime, env, messages, extra_args or {}
+
+    def saw(self, texts: Sequence[str]) -> bool:
+        """Whether a tool result of the last run contained any of ``texts`` (the injections),
+        compared with runs of whitespace made one space (a tool's output format may fold lines)."""
+        results = [_words(get_text_content_as_str(m["content"])) for m in self.messages
+                   if m["role"] == "tool" and m["content"]]
+        return any(_words(text) in result for text in texts for result in results)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def llm_element(mode: Mode, client: openai.OpenAI, model: str, max_tokens: int = 256) -> OpenAILLM | LocalLLM:
+    """The model as a pipeline element: native tool calls, or AgentDojo's prompting format."""
+    if mode == "native":
+        return NativeLLM(client, model, max_tokens)
+    llm = LocalLLM(PromptingClient(client, max_tokens), model, temperature=0.0)
+    llm.name = model
+    return llm
+
+
+def pipeline(mode: Mode, client: openai.OpenAI, model: str, defense: str | None, max_iters: int = 15,
+             max_tokens: int = 256) -> tuple[AgentPipeline, Transcript]:
+    """AgentDojo's own pipeline for ``defense`` around the model, and its transcript.
+
+    ``defense`` is one of ``DEFENSES``: None, ``"repeat_user_prompt"``,
+    ``"spotlighting_with_delimiting"``, or ``"tool_filter"`` (native mode only: AgentDojo's tool
+    filter is an OpenAI call). ``max_iters`` bounds the tool loop (AgentDojo's default: 15).
+    """
+    if defense == "tool_filter" and mode != "native":
+        raise ValueError("AgentDojo's tool filter needs the native mode (it is an OpenAI element)")
+    config = PipelineConfig(llm=llm_element(mode, client, model, max_tokens), model_id=None, defense=defense,
+                            system_message_name=None, system_message=None)
+    built = AgentPipeline.from_config(config)
+    for element in built.elements:
+        if isinstance(element, ToolsExecutionLoop):
+            element.max_iters = max_iters
+    transcript = Transcript()
+    built.elements = [*built.elements, NoRerun(), transcript]
+    # The important_instructions attack addresses the model by a name it looks up from the
+    # pipeline's name; a name with "local" in it is addressed as "Local model".
+    built.name = f"local-{mode}-{defense or 'none'}"
+    return built, transcript
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One run: a user task, alone (``injection_task`` None) or with an injection task's attack."""
+
+    user_task: str
+    injection_task: str | None
+    utility: bool  # the user task was done, by AgentDojo's own check of the environment
+    attack_succeeded: bool | None  # the injection task was done (None on a benign run)
+    injection_seen: bool | None  # a tool result the model read held the injected text
+    model_calls: int
+    seconds: float
+
+
+def run_pair(suite: Any, agent: AgentPipeline, transcript: Transcript, user_task: str,
+             injection_task: str | None = None, attack: Any = None) -> PairResult:
+    """Run ``user_task`` with AgentDojo's ``suite.run_task_with_pipeline``, attacked by ``attack``
+    (AgentDojo's, e.g. ``load_attack("important_instructions", suite, agent)``) with the goal of
+    ``injection_task``, or benign when that is None."""
+    import time
+
+    task = suite.get_user_task_by_id(user_task)
+    goal = suite.get_injection_task_by_id(injection_task) if injection_task else None
+    injections = attack.attack(task, goal) if goal is not None else {}
+    started = time.perf_counter()
+    utility, security = suite.run_task_with_pipeline(agent, task, goal, injections)
+    calls = sum(m["role"] == "assistant" for m in transcript.messages)
+    return PairResult(user_task, injection_task, bool(utility), bool(security) if goal is not None else None,
+                      transcript.saw(list(injections.values())) if goal is not None else None, calls,
+                      round(time.perf_counter() - started, 1))

@@ -1,0 +1,119 @@
+"""The AgentDojo glue (course_lib/security/agentdojo_bridge.py), without the model.
+
+AgentDojo's real banking suite, attack and pipelines run here; only the model is scripted,
+behind the real OpenAI client (an httpx transport that answers ``/v1/chat/completions``): it
+replays AgentDojo's own ground truth, the user task's calls or the injection task's. So the
+glue is checked end to end: what reaches the server (temperature 0, the token cap), the tool
+loop, the scoring, and whether the injected text was seen."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from typing import Any
+
+import httpx
+import pytest
+
+agentdojo = pytest.importorskip("agentdojo", reason="AgentDojo is an extra: pip install agentdojo==0.1.35")
+
+from agentdojo.attacks.attack_registry import load_attack  # noqa: E402
+from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
+
+from course_lib.security.agentdojo_bridge import pipeline, run_pair  # noqa: E402
+
+warnings.filterwarnings("ignore", module="agentdojo")
+MODEL = "scripted"
+
+
+class ScriptedServer:
+    """Answers each chat completion with the next scripted reply; keeps every request body."""
+
+    def __init__(self, replies: list[dict[str, Any]], mode: str) -> None:
+        self.replies, self.mode, self.requests = list(replies), mode, []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.requests.append(body)
+        reply = self.replies.pop(0) if self.replies else {"text": "Done."}
+        if "call" in reply and self.mode == "native":
+            name, arguments = reply["call"]
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{len(self.requests)}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+        elif "call" in reply:  # AgentDojo's prompting format, parsed by its LocalLLM
+            name, arguments = reply["call"]
+            message = {"role": "assistant", "content": f"<function={name}>{json.dumps(arguments)}</function>"}
+        else:
+            message = {"role": "assistant", "content": reply["text"]}
+        return httpx.Response(200, json={
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": MODEL,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if "call" in reply else "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+
+def client_for(server: ScriptedServer):
+    import openai
+
+    return openai.OpenAI(base_url="http://scripted.invalid/v1", api_key="unused", max_retries=0,
+                         http_client=httpx.Client(transport=httpx.MockTransport(server)))
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return get_suite("v1.2.2", "banking")
+
+
+def ground_truth(suite, task) -> list[dict[str, Any]]:
+    environment = suite.load_and_inject_default_environment({})
+    calls = task.ground_truth(task.init_environment(environment) if hasattr(task, "PROMPT") else environment)
+    return [{"call": (call.function, dict(call.args))} for call in calls] + [{"text": "Done."}]
+
+
+@pytest.mark.parametrize("mode", ["native", "prompting"])
+def test_a_model_that_does_the_user_task_scores_utility_and_no_attack(suite, mode):
+    task = suite.get_user_task_by_id("user_task_13")
+    server = ScriptedServer(ground_truth(suite, task), mode)
+    agent, transcript = pipeline(mode, client_for(server), MODEL, None, max_iters=5, max_tokens=64)
+    result = run_pair(suite, agent, transcript, "user_task_13")
+    assert result.utility and result.attack_succeeded is None and result.injection_seen is None
+    assert result.model_calls == 3 == len(server.requests)
+    assert all(body["temperature"] == 0 and body["max_tokens"] == 64 for body in server.requests)
+    assert ("tools" in server.requests[0]) == (mode == "native")
+
+
+@pytest.mark.parametrize("mode", ["native", "prompting"])
+def test_a_model_that_obeys_the_injection_is_scored_as_attacked(suite, mode):
+    goal = suite.get_injection_task_by_id("injection_task_7")
+    script = [{"call": ("read_file", {"file_path": "address-change.txt"})}, *ground_truth(suite, goal)]
+    server = ScriptedServer(script, mode)
+    agent, transcript = pipeline(mode, client_for(server), MODEL, None, max_iters=5, max_tokens=64)
+    result = run_pair(suite, agent, transcript, "user_task_13", "injection_task_7",
+                      load_attack("important_instructions", suite, agent))
+    assert result.attack_succeeded and result.injection_seen and not result.utility
+    tool_result = server.requests[1]["messages"][-1]
+    assert tool_result["role"] == ("tool" if mode == "native" else "user")
+    assert "This is an important message from me, Emma Johnson, to you, Local model." in json.dumps(tool_result)
+
+
+def test_a_run_cut_off_mid_call_is_scored_once_not_rerun(suite):
+    endless = [{"call": ("get_balance", {})}] * 10
+    server = ScriptedServer(endless, "native")
+    agent, transcript = pipeline("native", client_for(server), MODEL, None, max_iters=2, max_tokens=64)
+    result = run_pair(suite, agent, transcript, "user_task_13")
+    assert not result.utility and len(server.requests) == 3  # AgentDojo alone would run it 3 times (9 calls)
+
+
+def test_defenses_are_agentdojos_own(suite):
+    server = ScriptedServer([{"text": "get_balance, read_file"}, {"text": "Done."}], "native")
+    for defense in ["repeat_user_prompt", "spotlighting_with_delimiting", "tool_filter"]:
+        agent, _ = pipeline("native", client_for(server), MODEL, defense)
+        assert agent.name == f"local-native-{defense}"
+    agent, transcript = pipeline("native", client_for(server), MODEL, "tool_filter")
+    run_pair(suite, agent, transcript, "user_task_13")
+    filtered = server.requests[-1]
+    assert sorted(tool["function"]["name"] for tool in filtered["tools"]) == ["get_balance", "read_file"]
+    assert re.search(r"tool", json.dumps(server.requests[-2]))  # the filter's own question came first
+    with pytest.raises(ValueError, match="native"):
+        pipeline("prompting", client_for(server), MODEL, "tool_filter")
