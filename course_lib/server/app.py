@@ -477,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process is gone (connect() passes the notebook kernel's pid)")
     args = parser.parse_args(argv)
+    if args.prompt_cache < 0 or (args.prompt_cache and args.reset_cache):
+        parser.error("--prompt-cache takes a number of slots (0 or more), and excludes --reset-cache")
     if args.parent_pid:
         exit_with_parent(args.parent_pid)
     name, path = resolve_model()

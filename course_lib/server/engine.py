@@ -110,6 +110,8 @@ class Engine:
         self.n_threads = n_threads or self.default_threads()
         self.reset_each_request = reset_each_request
         self.default_n_ctx = n_ctx  # what a request without options.num_ctx gets
+        if prompt_cache and reset_each_request:
+            raise ValueError("reset_each_request and prompt_cache exclude each other: choose one")
         self.prompt_cache_slots = prompt_cache  # 0: llama-cpp-python's own single prefix
         self.llm, self.load_duration = self._new_llama(n_ctx)
         self.cache = self._new_cache()
@@ -218,6 +220,7 @@ class Engine:
         llama.cpp samples lazily: each ``next`` evaluates one more token, so whoever stops
         asking (a stop string, a cancelled request) stops the model.
         """
+        grammar = self.grammar_for(format)  # a bad schema is a 400 before any work
         if self.reset_each_request:
             self.forget_cache()
         if self.cache:
@@ -229,7 +232,7 @@ class Engine:
             tokens, top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"],
             temp=settings["temperature"], repeat_penalty=settings["repeat_penalty"],
             presence_penalty=settings["presence_penalty"], frequency_penalty=settings["frequency_penalty"],
-            grammar=self.grammar_for(format),
+            grammar=grammar,
         ):
             # The library's own completion code asks the vocabulary this way.
             if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
@@ -242,9 +245,10 @@ class Engine:
         The server does this when a client asks Ollama to unload the model (an empty request
         with ``keep_alive: 0``), so a benchmark can start every case from the same state.
         """
-        self.llm.reset()
         if self.cache:
             self.cache.clear()
+        else:
+            self.llm.reset()
 
     def _fit_context(self, num_ctx: int | None) -> int:
         """Reload with a new context size when a request asks for one (Ollama does the same).

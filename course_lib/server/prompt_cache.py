@@ -14,7 +14,14 @@ batch of 400 can give other logits, and at temperature 0 another answer, than th
 prompt evaluated from scratch. Here every prompt is evaluated in chunks of ``chunk`` tokens
 that start at multiples of ``chunk``, and only whole chunks are reused: a chunk's keys and
 values are then the same numbers whether they were computed now or restored, and so is
-everything after them. tests/test_prompt_cache.py checks it token for token.
+everything after them. tests/test_prompt_cache.py checks it token for token against this
+cache's own cold run (the same engine, build and thread count). The answers need not equal
+those of an engine without this cache, which evaluates in other batches.
+
+The saved states are bounded twice: at most ``slots`` of them, and at most ``max_bytes`` in
+all (about 12 KiB per token for the course's 0.5B model), the least recently used dropped
+first. Models whose cache cannot be cut at a position (recurrent and hybrid models, sliding-
+window attention) are refused.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import llama_cpp
 from llama_cpp import Llama
 
 CHUNK = 64  # tokens per evaluated chunk: a reused prefix is a multiple of it
+MAX_BYTES = 1 << 30  # all saved states together
 
 
 @dataclass(frozen=True)
@@ -51,28 +59,52 @@ def shared_prefix(a: tuple[int, ...] | list[int], b: list[int]) -> int:
     return n
 
 
+def can_be_cut(llm: Llama) -> bool:
+    """Whether the model's cache can drop every token after a position and keep the rest, as
+    reusing a prefix needs (not so for recurrent or hybrid models, or sliding-window attention)."""
+    return not (llm._is_recurrent or llm._is_hybrid or llama_cpp.llama_model_n_swa(llm._model.model) > 0)
+
+
 class PromptCache:
     """Saved states of the last ``slots`` prompts, least recently used dropped first."""
 
-    def __init__(self, llm: Llama, slots: int, chunk: int = CHUNK) -> None:
+    def __init__(self, llm: Llama, slots: int, chunk: int = CHUNK, max_bytes: int = MAX_BYTES) -> None:
         if slots < 1 or not 1 <= chunk <= llm.n_batch:
             raise ValueError(f"slots must be at least 1 and chunk between 1 and n_batch ({llm.n_batch})")
-        self.llm, self.slots, self.chunk = llm, slots, chunk
+        if not can_be_cut(llm):
+            raise ValueError("this model's cache cannot be cut at a position (a recurrent, hybrid or "
+                             "sliding-window model): run it without --prompt-cache")
+        self.llm, self.slots, self.chunk, self.max_bytes = llm, slots, chunk, max_bytes
         self.saved: OrderedDict[tuple[int, ...], SavedState] = OrderedDict()
         self.live: tuple[int, ...] = ()  # the whole chunks now in the model's KV cache
         self.reused = 0  # tokens the last prepare() did not evaluate
 
     def clear(self) -> None:
+        """Forget every saved state and what the model holds."""
         self.saved.clear()
         self.live = ()
         self.llm.reset()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(state.nbytes for state in self.saved.values())
 
     def prepare(self, tokens: list[int]) -> None:
         """Evaluate all of ``tokens`` but the last one, reusing what the cache holds.
 
         ``Llama.generate(tokens)`` then finds ``tokens[:-1]`` in place and evaluates only the
-        last token before it samples, the same way whatever was reused.
+        last token before it samples, the same way whatever was reused. If anything fails on
+        the way, everything is forgotten: nothing half-done is reused.
         """
+        if not tokens:
+            raise ValueError("an empty prompt")
+        try:
+            self._prepare(tokens)
+        except BaseException:
+            self.clear()
+            raise
+
+    def _prepare(self, tokens: list[int]) -> None:
         end = len(tokens) - 1
         start = self._restore_longest(tokens, end)
         self.reused = start
@@ -97,13 +129,15 @@ class PromptCache:
             keep = usable(best.tokens)
             self._load(best)
             self.saved.move_to_end(best.tokens)
-        self.llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+        if not self.llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            raise RuntimeError(f"llama.cpp could not cut its cache at token {keep}")
         self.llm.n_tokens = keep
         self.live = tuple(tokens[:keep])
         return keep
 
     def _evaluate(self, batch: list[int]) -> None:
-        """One batch, whatever its length (``Llama.eval`` would split it at ``n_batch``)."""
+        """One batch: callers pass at most ``chunk`` tokens, so ``Llama.eval`` (which splits at
+        ``n_batch``) does not split it."""
         self.llm.eval(batch)
 
     def _save(self, tokens: tuple[int, ...]) -> None:
@@ -114,11 +148,14 @@ class PromptCache:
         size = llama_cpp.llama_state_seq_get_size(ctx, 0)
         data = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, data, size, 0)
+        if not 0 < written <= size:
+            return  # nothing to keep: the next prompt is evaluated from the start
         self.saved[tokens] = SavedState(tokens, (ctypes.c_uint8 * written).from_buffer(data))
-        while len(self.saved) > self.slots:
+        while len(self.saved) > self.slots or (len(self.saved) > 1 and self.nbytes > self.max_bytes):
             self.saved.popitem(last=False)
 
     def _load(self, state: SavedState) -> None:
+        self.live, self.llm.n_tokens = (), 0  # until the restore has worked
         self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)
         read = llama_cpp.llama_state_seq_set_data(self.llm._ctx.ctx, state.data, state.nbytes, 0)
         if read != state.nbytes:
