@@ -90,17 +90,17 @@ def main() -> None:
             took, replies[label], skipped[label] = workload(engines[label], requests)
             seconds[label].append(took)
     cached = engines["prompt cache, 8 slots"]
-    total = sum(reply(cached, *call)[1] for request in requests for call in calls(request))
-    cold, cold_seconds = [], {label: 0.0 for label in engines}
+    cold, cold_seconds, total = [], {label: 0.0 for label in engines}, 0
     for request in requests:  # every call from an empty cache: what the 64-token chunks cost
         for messages, tools in calls(request):
             for label, engine in engines.items():
                 engine.forget_cache()
                 started = time.perf_counter()
-                text = reply(engine, messages, tools)[0]
+                text, length = reply(engine, messages, tools)
                 cold_seconds[label] += time.perf_counter() - started
                 if engine is cached:
                     cold.append(text)
+                    total += length
     old, new = (statistics.median(seconds[label]) for label in engines)
     print(f"{len(requests)} defended runs, 3 model calls each ({total} prompt tokens), {args.rounds} rounds, medians:")
     for label in engines:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_grading import SOLVED_ALONE
 
 from course_lib.exercises import STUB, build, strip_solutions
-from course_lib.grading import sections
 
 ROOT = Path(__file__).parents[1]
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
@@ -44,15 +44,11 @@ def test_every_exercise_notebook_has_checks_and_no_solution(path):
     assert all("### BEGIN SOLUTION" not in cell.source for cell in notebook.cells)
 
 
-def exercise_count(path: Path) -> int:
-    return len(sections(nbformat.read(path, as_version=4))) - 1  # the first section is the setup
-
-
-# Each check failing on the stub is proven by running the notebooks. Where a notebook has two
-# or more exercises, tests/test_grading.py's test_each_exercise_passes_on_its_own already runs
-# every unsolved exercise's check beside a solved one and requires "not attempted" (its check
-# raised the stub's NotImplementedError). A notebook with one exercise is run here, unsolved.
-ONE_EXERCISE = [path for path in EXERCISES if exercise_count(path) == 1]
+# Each check failing on the stub is proven by running the notebooks. tests/test_grading.py's
+# test_each_exercise_passes_on_its_own runs every unsolved exercise's check beside a solved one
+# and requires "not attempted" (its check raised the stub's NotImplementedError); the notebooks
+# it leaves out (those with one exercise) are run here, unsolved.
+ONE_EXERCISE = [path for path in EXERCISES if path.name not in {solution.name for solution, _ in SOLVED_ALONE}]
 
 
 @pytest.mark.model

@@ -22,6 +22,7 @@ OpenAI-compatible server needs is a few lines of glue, in this module:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -45,7 +46,7 @@ try:
     from agentdojo.types import ChatMessage, get_text_content_as_str, text_content_block_from_string
 except ImportError as missing:  # pragma: no cover - the message is the point
     raise ImportError(f"AgentDojo is not installed ({missing.name}): `python3 course.py python -m pip install "
-                      "agentdojo==0.1.35`, or read the committed results in data/results/agentdojo.json") from None
+                      "agentdojo==0.1.35` (`python3 course.py test` installs it)") from None
 
 Mode = Literal["native", "prompting"]
 NO_ENV = EmptyEnv()  # AgentDojo's default environment argument; the pipeline always passes one
@@ -181,8 +182,6 @@ def run_pair(suite: Any, agent: AgentPipeline, transcript: Transcript, user_task
     """Run ``user_task`` with AgentDojo's ``suite.run_task_with_pipeline``, attacked by ``attack``
     (AgentDojo's, e.g. ``load_attack("important_instructions", suite, agent)``) with the goal of
     ``injection_task``, or benign when that is None."""
-    import time
-
     task = suite.get_user_task_by_id(user_task)
     goal = suite.get_injection_task_by_id(injection_task) if injection_task else None
     injections = attack.attack(task, goal) if goal is not None else {}

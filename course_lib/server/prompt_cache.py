@@ -111,7 +111,7 @@ class PromptCache:
         whole = end - end % self.chunk
         for position in range(start, whole, self.chunk):
             self._evaluate(tokens[position:position + self.chunk])
-            self.live = tuple(tokens[:position + self.chunk])
+        self.live = tuple(tokens[:whole])  # (a failure above clears everything: see prepare)
         if whole > 0:
             self._save(self.live)
         if whole < end:
