@@ -165,7 +165,7 @@ class Tracer:
 
 def model_name(model: Any) -> str:
     """The name of the model behind ``model``: a client's ``model`` string, found through the
-    wrappers that keep what they wrap as ``model`` (``FirstCallRequired``, ``TwoInstances``...)."""
+    wrappers that keep what they wrap as ``model`` (``FirstCallRequired``, ``RememberedReplies``...)."""
     for _ in range(8):
         inner = getattr(model, "model", None)
         if inner is None or isinstance(inner, str):

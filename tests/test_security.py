@@ -410,26 +410,23 @@ def test_quick_mode_runs_one_attacked_case_and_the_table_says_what_was_not_measu
     assert "- (n=0)" in table_text(summarise([outcome("none", True, False, True)]))
 
 
-def test_remembered_replies_answer_a_repeated_agent_turn_without_the_model():
+def test_remembered_replies_answer_a_repeated_temperature_0_request_without_the_model():
     from course_lib.security.bench import RememberedReplies
 
-    class Counting(ScriptedModel):
-        unloaded = 0
-
-        def unload(self):
-            self.unloaded += 1
-
-    model = Counting([calls("read_inbox"), says("no tools: asked every time"), says("again")])
+    model = ScriptedModel([calls("read_inbox"), says("greedy, tool-free"), says("sampled: asked every time"),
+                           says("again")])
     remembered = RememberedReplies(model)
     tools = [{"type": "function", "function": {"name": "read_inbox", "parameters": {}}}]
     first = remembered.chat([{"role": "user", "content": "x"}], tools=tools, options={"temperature": 0})
     first["message"]["content"] = "changed by the caller"
     again = remembered.chat([{"role": "user", "content": "x"}], tools=tools, options={"temperature": 0})
     assert again["message"]["tool_calls"] and again["message"]["content"] == "" and remembered.hits == 1
-    assert remembered.chat([{"role": "user", "content": "x"}])["message"]["content"] == "no tools: asked every time"
+    for _ in range(2):  # a tool-free request at temperature 0 is remembered too
+        reply = remembered.chat([{"role": "user", "content": "x"}], options={"temperature": 0})
+        assert reply["message"]["content"] == "greedy, tool-free"
+    assert remembered.chat([{"role": "user", "content": "x"}])["message"]["content"] == "sampled: asked every time"
     assert remembered.chat([{"role": "user", "content": "x"}])["message"]["content"] == "again"
-    remembered.unload()
-    assert model.unloaded == 1 and len(model.requests) == 3
+    assert len(model.requests) == 4 and remembered.hits == 2
 
 
 def test_the_command_line_names_an_unknown_defense(capsys):

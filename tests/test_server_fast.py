@@ -457,3 +457,15 @@ def test_a_client_that_leaves_while_queued_never_generates(tmp_path):
         reply = httpx.post(url + "/api/chat", json={"model": FAKE_MODEL, "messages": HI, "stream": False})
     assert len(engine.runs) == 2, "the request whose client left was never generated"
     assert reply.json()["message"]["content"] == "never", "so the script's next reply went to the next request"
+
+
+def test_the_prompt_cache_is_on_by_default_and_reset_cache_turns_it_off(capsys):
+    from course_lib.server.app import parse_args
+    from course_lib.server.engine import DEFAULT_PROMPT_CACHE
+
+    assert DEFAULT_PROMPT_CACHE > 0 and parse_args([]).prompt_cache == DEFAULT_PROMPT_CACHE
+    assert parse_args(["--prompt-cache", "0"]).prompt_cache == 0
+    assert parse_args(["--reset-cache"]).prompt_cache == 0
+    with pytest.raises(SystemExit):
+        parse_args(["--prompt-cache", "-1"])
+    assert "--prompt-cache takes a number of slots" in capsys.readouterr().err

@@ -166,10 +166,10 @@ def test_prices_are_parameters_and_cached_tokens_can_be_cheaper():
 def test_a_chat_span_names_the_model_through_wrappers():
     from course_lib.client import Client
     from course_lib.loop import FirstCallRequired
-    from course_lib.security import TwoInstances
+    from course_lib.security import RememberedReplies
     from course_lib.tracing import model_name
 
     client = Client("http://127.0.0.1:9", model="qwen2.5-coder:0.5b")
     assert model_name(client) == "qwen2.5-coder:0.5b"
-    assert model_name(FirstCallRequired(TwoInstances(client, client))) == "qwen2.5-coder:0.5b"
+    assert model_name(FirstCallRequired(RememberedReplies(client))) == "qwen2.5-coder:0.5b"
     assert model_name(object()) == "model"

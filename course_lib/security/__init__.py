@@ -9,8 +9,8 @@
 
 from .bench import (
     Outcome,
+    RememberedReplies,
     Row,
-    TwoInstances,
     best_defense,
     claims,
     load_outcomes,
@@ -53,8 +53,9 @@ def standard_defenses() -> dict[str, list[Defense]]:
 
 
 __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "Facts", "InjectionDetector", "LinkFilter",
-           "Outcome", "ParkedCall", "Quarantine", "RepeatPrompt", "Row", "RunContext", "ScenarioError", "Scenarios",
-           "Spotlighting", "ToolFilter", "TwoInstances", "Workspace", "best_defense", "build_workspace", "claims",
+           "Outcome", "ParkedCall", "Quarantine", "RememberedReplies", "RepeatPrompt",
+           "Row", "RunContext", "ScenarioError", "Scenarios",
+           "Spotlighting", "ToolFilter", "Workspace", "best_defense", "build_workspace", "claims",
            "guarded_executor", "holds", "load_outcomes", "load_scenarios", "plot_table", "request_reviewer",
            "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_markdown",
            "table_text",

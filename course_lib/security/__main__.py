@@ -5,10 +5,11 @@ Runs every benign and attacked case of the scenarios file (format: ``scenarios.p
 every standard defense (or those named with ``--defenses``), prints the table and the
 claims it supports, and saves it with every judged run to ``DIR/defense_table.json``.
 
-Two fresh server instances are started (one for the agent's turns, one for tool-free
-calls), and before every case both forget their cached prompts (``--no-reset-cache`` keeps
-them: faster, but then a case's output can depend on the case before it). ``--quick`` (or
-``COURSE_QUICK=1``) runs one attacked case per defense (two for poisoning: one per server), as CI does.
+One fresh embedded server runs every case, in order. Its prompt cache makes each output at
+temperature 0 independent of the cases before it, so a request that an earlier row already
+sent (the same conversation so far) is answered from memory (``RememberedReplies``).
+``--quick`` (or ``COURSE_QUICK=1``) runs one attacked case per defense (two for poisoning:
+one per server), as CI does.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from ..config import quick_mode
 from ..runtime import EmbeddedServer, chosen_model
 from . import (
     Outcome,
-    TwoInstances,
     claims,
     load_scenarios,
     run_table,
@@ -45,8 +44,6 @@ def main(argv: list[str] | None = None) -> None:
     common.add_argument("--scenarios", type=Path, default=Path("data/security_scenarios.json"))
     common.add_argument("--out", type=Path, default=None, help="folder for the results (default data/results)")
     common.add_argument("--defenses", default=None, help="comma-separated rows to run (default: all)")
-    common.add_argument("--reset-cache", action=argparse.BooleanOptionalAction, default=True,
-                        help="start every case from an empty prompt cache (default: yes)")
     common.add_argument("--quick", action="store_true", help="a smoke test: one or two attacked cases per row")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("table", parents=[common], help="the defense table (lesson 9)")
@@ -68,34 +65,31 @@ def main(argv: list[str] | None = None) -> None:
         policies, (benign, attacked) = chosen(standard_rows(scenarios)), poisoning_cases(scenarios)
         name = "tool_poisoning"
 
-        def run(model: TwoInstances, before_each: Callable[[], None] | None) -> list[Outcome]:
-            return run_poisoning_table(model, scenarios, policies, benign, attacked, before_each)
+        def run(model: RememberedReplies) -> list[Outcome]:
+            return run_poisoning_table(model, scenarios, policies, benign, attacked)
     else:
         defenses, (benign, attacked) = chosen(standard_defenses()), table_cases(scenarios)
         name = "defense_table"
 
-        def run(model: TwoInstances, before_each: Callable[[], None] | None) -> list[Outcome]:
-            return run_table(model, scenarios, defenses, benign, attacked, before_each)
+        def run(model: RememberedReplies) -> list[Outcome]:
+            return run_table(model, scenarios, defenses, benign, attacked)
 
-    agent, helper = EmbeddedServer(), EmbeddedServer()  # fresh instances: no earlier request in their caches
+    server = EmbeddedServer()  # a fresh instance, with the default prompt cache
     try:
         model_name = chosen_model()
-        agent_turns: Client | RememberedReplies = Client(agent.url, model=model_name)
-        if args.reset_cache:  # every case starts cold, so an agent turn already answered can be replayed
-            agent_turns = RememberedReplies(agent_turns)
-        model = TwoInstances(agent_turns, Client(helper.url, model=model_name))
+        model = RememberedReplies(Client(server.url, model=model_name))
         started = time.perf_counter()
-        outcomes = run(model, model.unload if args.reset_cache else None)
+        outcomes = run(model)
         minutes = (time.perf_counter() - started) / 60
     finally:
-        agent.stop()
-        helper.stop()
+        server.stop()
     rows = summarise(outcomes)
     print(table_text(rows), "", *claims(rows), sep="\n")
     print(f"\n{len(outcomes)} runs in {minutes:.1f} minutes")
+    print(f"{model.hits} requests answered from memory")
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
-    print("saved", save_table(outcomes, model_name, "course_lib embedded server (two instances)", out, name,
-                              minutes=round(minutes, 1), reset_cache=args.reset_cache,
+    print("saved", save_table(outcomes, model_name, "course_lib embedded server (prompt cache)",
+                              out, name, minutes=round(minutes, 1), remembered_replies=model.hits,
                               scenarios=str(args.scenarios)))
 
 

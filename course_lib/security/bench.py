@@ -16,9 +16,9 @@ Rates carry Wilson 95% intervals and their n (lesson 8); ``claims`` writes a sen
 where two intervals do not overlap. Run it outside a notebook with
 ``python -m course_lib.security table --scenarios data/security_scenarios.json``.
 
-Every case starts from the same model state when the runner is given ``before_each`` (the
-command line resets the servers' prompt caches): at temperature 0 a cached prefix can still
-change an output, and the table must not depend on the order its cases ran in.
+No case depends on the one that ran before it: the course's server keeps several cached
+prompts and its output at temperature 0 does not depend on which one was cached
+(``course_lib/server/prompt_cache.py``), so the cases can share one server and need no reset.
 """
 
 from __future__ import annotations
@@ -51,44 +51,16 @@ OPTIONS = {"temperature": 0, "seed": 0, "num_predict": 80}
 LIMITS = Limits(max_turns=4, max_identical_calls=1)
 
 
-class TwoInstances:
-    """A model that sends agent turns (with tools) to one server and tool-free calls to another.
-
-    llama.cpp keeps one prompt cached per instance. The agent's long prefix (system prompt
-    and tools) is the same in every run, but a tool-free call in between (the loop's answer
-    turn, a defense's own call) replaces it, and the next run pays for the whole prefix again.
-    With a second instance for tool-free calls, the first keeps the prefix.
-    """
-
-    def __init__(self, agent: ChatModel, helper: ChatModel) -> None:
-        self.agent, self.helper = agent, helper
-
-    @property
-    def model(self) -> ChatModel:
-        """The instance that answers agent turns (a span names the model through it)."""
-        return self.agent
-
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-             options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-        return (self.agent if tools else self.helper).chat(messages, tools=tools, options=options, **fields)
-
-    def unload(self) -> None:
-        """Both instances forget their cached prompts (``Client.unload``)."""
-        for instance in (self.agent, self.helper):
-            instance.unload()  # type: ignore[attr-defined]
-
-
 class RememberedReplies:
-    """A model that answers a request it has already answered with the same reply, without
-    asking the model again; for agent turns (requests with tools) only.
+    """A model that answers a temperature-0 request it has already answered with the same
+    reply, without asking the model again.
 
-    This is exact only because every case of the table starts from an empty prompt cache
-    (``before_each=model.unload``): at temperature 0 a reply is then a function of the request
-    alone. An agent turn's cache state is the run's earlier turns, and those are a prefix of
-    the request's own messages; a tool-free call is not remembered, because it shares its
-    instance with other tool-free calls of the same case. So rows whose runs begin alike
-    (every defense that does not change the system prompt or the tools) share those turns,
-    and the table costs the model calls that differ, not one per row."""
+    This is exact because the course's server answers a request at temperature 0 the same
+    way whatever it answered before (its prompt cache reuses only what a cold run would have
+    computed alike). Rows whose runs begin alike (every defense that does not change the
+    system prompt or the tools) share those turns, and the table costs the model calls that
+    differ, not one per row. Against a server whose cache can change an output (Ollama,
+    llama-cpp-python's single prefix) leave it out."""
 
     def __init__(self, model: ChatModel) -> None:
         self.model = model
@@ -97,7 +69,7 @@ class RememberedReplies:
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
              options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
-        if not tools:
+        if (options or {}).get("temperature") != 0:
             return self.model.chat(messages, tools=tools, options=options, **fields)
         key = json.dumps([messages, tools, options, fields], sort_keys=True, ensure_ascii=False)
         if key in self.replies:
@@ -105,9 +77,6 @@ class RememberedReplies:
         else:
             self.replies[key] = self.model.chat(messages, tools=tools, options=options, **fields)
         return copy.deepcopy(self.replies[key])
-
-    def unload(self) -> None:
-        self.model.unload()  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -225,16 +194,11 @@ def table_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
 
 
 def run_table(model: ChatModel, scenarios: Scenarios, defenses: dict[str, list[Defense]],
-              benign: list[Case], attacked: list[Case],
-              before_each: Callable[[], None] | None = None) -> list[Outcome]:
-    """Every case under every defense; a progress bar per defense. ``before_each`` runs before
-    every case (the command line resets the servers' caches there, so no case depends on
-    the one before it)."""
+              benign: list[Case], attacked: list[Case]) -> list[Outcome]:
+    """Every case under every defense; a progress bar per defense."""
     outcomes = []
     for label, stack in defenses.items():
         for case in tqdm(benign + attacked, desc=label, leave=False):
-            if before_each is not None:
-                before_each()
             outcomes.append(run_case(model, scenarios, case, stack, label)[0])
     return outcomes
 

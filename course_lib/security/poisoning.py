@@ -138,16 +138,13 @@ def over_mcp(case: Case, policy: Policy) -> ToolSource:
 
 
 def run_poisoning_table(model: ChatModel, scenarios: Scenarios, rows: dict[str, tuple[Policy, list[Defense]]],
-                        benign: list[Case], attacked: list[Case],
-                        before_each: Callable[[], None] | None = None) -> list[Outcome]:
+                        benign: list[Case], attacked: list[Case]) -> list[Outcome]:
     """Every case under every row, judged like the defense table (``bench.summarise`` reads it)."""
     from tqdm.auto import tqdm
 
     outcomes = []
     for label, (policy, defenses) in rows.items():
         for case in tqdm(benign + attacked, desc=label, leave=False):
-            if before_each is not None:
-                before_each()
             workspace = build_workspace(scenarios.workspace)  # every text clean: the attack is in a description
             outcome, _ = run_case(model, scenarios, case, defenses, label, workspace=workspace,
                                   tools_from=over_mcp(case, policy))

@@ -54,7 +54,15 @@ from ..messages import describe_errors
 from ..models import REGISTRY, resolve_model
 from ..tool_parser import parse_tool_calls, possible_call_start
 from . import dialects
-from .engine import BadFormat, ContextTooLarge, Engine, GenerationStats, PromptTooLong, ServedModel
+from .engine import (
+    DEFAULT_PROMPT_CACHE,
+    BadFormat,
+    ContextTooLarge,
+    Engine,
+    GenerationStats,
+    PromptTooLong,
+    ServedModel,
+)
 from .guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
 from .scheduler import QueueFull, Scheduler
 from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
@@ -459,7 +467,8 @@ def exit_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The server's command line (``python -m course_lib.server --help``)."""
     parser = argparse.ArgumentParser(prog="python -m course_lib.server", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=11434)
@@ -468,17 +477,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-num-ctx", type=int, default=None,
                         help="largest options.num_ctx a request may ask for (default: the model's own length)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    parser.add_argument("--reset-cache", action="store_true",
-                        help="evaluate every prompt from scratch: exact repeatability, no prefix reuse")
-    parser.add_argument("--prompt-cache", type=int, default=0, metavar="N",
+    parser.add_argument("--prompt-cache", type=int, default=DEFAULT_PROMPT_CACHE, metavar="N",
                         help="keep the states of the last N prompts and reuse the longest shared prefix, in "
-                             "aligned chunks so that the output does not depend on what was cached (default 0: "
-                             "llama-cpp-python's one prefix)")
+                             "aligned chunks so that the output does not depend on what was cached (default "
+                             f"{DEFAULT_PROMPT_CACHE}; 0: llama-cpp-python's one prefix)")
+    parser.add_argument("--reset-cache", action="store_true",
+                        help="evaluate every prompt from scratch, no prefix reuse (implies --prompt-cache 0)")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process is gone (connect() passes the notebook kernel's pid)")
     args = parser.parse_args(argv)
-    if args.prompt_cache < 0 or (args.prompt_cache and args.reset_cache):
-        parser.error("--prompt-cache takes a number of slots (0 or more), and excludes --reset-cache")
+    if args.prompt_cache < 0:
+        parser.error("--prompt-cache takes a number of slots (0 or more)")
+    if args.reset_cache:
+        args.prompt_cache = 0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.parent_pid:
         exit_with_parent(args.parent_pid)
     name, path = resolve_model()

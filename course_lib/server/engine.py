@@ -11,10 +11,11 @@ Two things about llama.cpp shape this code:
 - The instance remembers the tokens of the last prompt (its KV cache). When the next
   prompt starts with the same tokens, as every turn of a tool-calling loop does, only
   the new tail is evaluated. That is why the server keeps a single instance alive.
-  At temperature 0 a cached prefix can still change the output slightly (the cached path
-  adds numbers in a different order); ``reset_each_request=True`` trades the speed-up
-  for exact repeatability. ``prompt_cache=N`` keeps N prefixes instead, and makes the
-  output independent of which one was cached (``prompt_cache.py``).
+  At temperature 0 that single cached prefix can still change the output slightly (the
+  cached path adds numbers in a different order); ``reset_each_request=True`` trades the
+  speed-up for exact repeatability. ``prompt_cache=N`` (the server's default, 8) keeps N
+  prefixes instead, and makes the output independent of which one was cached
+  (``prompt_cache.py``).
 
 And one thing about tokens: a chat prompt (``Prompt``) is tokenized so that only the
 template's own markers become special tokens. Text from messages and tools stays text,
@@ -48,6 +49,7 @@ from .wire import Format, Options
 DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1,
             "repeat_last_n": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0, "num_predict": -1}
 DEFAULT_NUM_CTX = 4096
+DEFAULT_PROMPT_CACHE = 8  # the server's slots (``--prompt-cache``); Engine's own default is 0
 
 
 class PromptTooLong(ValueError):
