@@ -13,7 +13,7 @@ LAYERS = [
     {"chat_template", "tool_parser"},
     {"models"},
     {"server"},
-    {"client", "runtime"},
+    {"client", "openai_client", "runtime"},
     {"tools", "validation", "loop", "providers", "reliability", "tracing", "arithmetic", "fake_model", "mcp_tools"},
     {"experiments"},
     {"security"},

@@ -10,6 +10,11 @@ temperature 0 independent of the cases before it, so a request that an earlier r
 sent (the same conversation so far) is answered from memory (``RememberedReplies``).
 ``--quick`` (or ``COURSE_QUICK=1``) runs one attacked case per defense (two for poisoning:
 one per server), as CI does.
+
+``--server URL --model NAME`` runs the table on another server instead, a bigger model on
+a GPU machine, say: an Ollama server (``--api ollama``, the default), or any
+OpenAI-compatible one such as vLLM or llama.cpp's server (``--api openai``, URL ending in
+``/v1``). Every request is then sent: another server's cache may change an output.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 
 from ..client import Client
 from ..config import quick_mode
+from ..loop import ChatModel
+from ..openai_client import OpenAICompatible
 from ..runtime import EmbeddedServer, chosen_model
 from . import (
     Outcome,
@@ -45,6 +52,10 @@ def main(argv: list[str] | None = None) -> None:
     common.add_argument("--out", type=Path, default=None, help="folder for the results (default data/results)")
     common.add_argument("--defenses", default=None, help="comma-separated rows to run (default: all)")
     common.add_argument("--quick", action="store_true", help="a smoke test: one or two attacked cases per row")
+    common.add_argument("--server", default=None, help="run on this server instead of a fresh embedded one")
+    common.add_argument("--model", default=None, help="the model to run (default: the course's, COURSE_MODEL)")
+    common.add_argument("--api", choices=("ollama", "openai"), default="ollama",
+                        help="how to talk to --server: Ollama's /api/chat, or OpenAI's /v1/chat/completions")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("table", parents=[common], help="the defense table (lesson 9)")
     commands.add_parser("poisoning", parents=[common], help="the tool-poisoning table (lesson 12)")
@@ -65,32 +76,39 @@ def main(argv: list[str] | None = None) -> None:
         policies, (benign, attacked) = chosen(standard_rows(scenarios)), poisoning_cases(scenarios)
         name = "tool_poisoning"
 
-        def run(model: RememberedReplies) -> list[Outcome]:
+        def run(model: ChatModel) -> list[Outcome]:
             return run_poisoning_table(model, scenarios, policies, benign, attacked)
     else:
         defenses, (benign, attacked) = chosen(standard_defenses()), table_cases(scenarios)
         name = "defense_table"
 
-        def run(model: RememberedReplies) -> list[Outcome]:
+        def run(model: ChatModel) -> list[Outcome]:
             return run_table(model, scenarios, defenses, benign, attacked)
 
-    server = EmbeddedServer()  # a fresh instance, with the default prompt cache
+    model_name = args.model or chosen_model()
+    embedded = None if args.server else EmbeddedServer(model=model_name)
     try:
-        model_name = chosen_model()
-        model = RememberedReplies(Client(server.url, model=model_name))
+        if embedded:
+            model: ChatModel = RememberedReplies(Client(embedded.url, model=model_name))
+            where = "course_lib embedded server (prompt cache)"
+        else:
+            model = (OpenAICompatible(args.server, model_name) if args.api == "openai"
+                     else Client(args.server, model=model_name))
+            where = f"{args.server} ({args.api})"
         started = time.perf_counter()
         outcomes = run(model)
         minutes = (time.perf_counter() - started) / 60
     finally:
-        server.stop()
+        if embedded:
+            embedded.stop()
     rows = summarise(outcomes)
     print(table_text(rows), "", *claims(rows), sep="\n")
     print(f"\n{len(outcomes)} runs in {minutes:.1f} minutes")
-    print(f"{model.hits} requests answered from memory")
+    remembered = model.hits if isinstance(model, RememberedReplies) else 0
+    print(f"{remembered} requests answered from memory")
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
-    print("saved", save_table(outcomes, model_name, "course_lib embedded server (prompt cache)",
-                              out, name, minutes=round(minutes, 1), remembered_replies=model.hits,
-                              scenarios=str(args.scenarios)))
+    print("saved", save_table(outcomes, model_name, where, out, name, minutes=round(minutes, 1),
+                              remembered_replies=remembered, scenarios=str(args.scenarios)))
 
 
 if __name__ == "__main__":
