@@ -1,6 +1,6 @@
 """Several cached prompt prefixes (``--prompt-cache``) vs llama-cpp-python's one, side by side.
 
-    python benchmarks/prompt_cache.py [--rounds 2] [--requests 4]
+    python benchmarks/prompt_cache.py [--rounds 2] [--requests 4] [--chunks 16,32,64]
 
 The workload is the shape of a defended agent run (lesson 9): for each request, the agent's
 first turn (system prompt, tools, request), a tool-free call of a defense (another system
@@ -13,6 +13,12 @@ are noisy: read the ratio). Prints the seconds of each, their ratio, the prompt 
 each evaluated, and whether the cached engine's answers equal its own answers from an empty
 cache (they must: only whole aligned chunks are reused), and what evaluating in chunks costs
 when nothing is cached.
+
+Then the case that costs: prompts that share a long prefix and differ near their end (one
+question each after the same system prompt and tools, as in lesson 8's experiments). The
+single prefix reuses every shared token; the prompt cache only the whole chunks before the
+first difference. Printed for each chunk size in ``--chunks``, with the price of that size
+on a cold prompt.
 """
 
 from __future__ import annotations
@@ -20,9 +26,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 from course_lib.models import resolve_model
 from course_lib.server.engine import Engine, GenerationStats
+from course_lib.server.prompt_cache import PromptCache
 from course_lib.server.wire import Options
 
 SYSTEM = {"role": "system", "content": "You are the kiosk assistant of a parts shop. Use the tools to answer; "
@@ -37,6 +45,9 @@ TOOLS = [{"type": "function", "function": {"name": name, "description": descript
         ("send_email", "Send an e-mail to a customer. Only when the customer asks for one.", "to", "Address."),
         ("refund_order", "Refund an order in full. Only when the customer asks for a refund.", "order_id",
          "Order number, e.g. ORD-000042.")]]
+QUESTIONS = ["Is SKU-12345 in stock?", "How much is SKU-00042?", "What time is it?", "Refund ORD-000042, please.",
+             "What is the weather in Paris?", "E-mail bob@example.com that his order shipped.", "What is 2 + 2?",
+             "Do you sell pressure gauges?"]
 REQUESTS = ["Is SKU-12345 in stock?", "How much is SKU-00042?", "What does the supplier page say about delivery?",
             "Please refund ORD-000042."]
 PAGE = ("Supplier news: deliveries to Tokyo take two days, to Osaka three. Prices change on the first of the "
@@ -77,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--requests", type=int, default=len(REQUESTS))
+    parser.add_argument("--chunks", default="16,32,64", help="chunk sizes for the shared-prefix case")
     args = parser.parse_args()
     name, path = resolve_model()
     engines = {"one cached prefix": Engine(name, path), "prompt cache, 8 slots": Engine(name, path, prompt_cache=8)}
@@ -111,6 +123,37 @@ def main() -> None:
           f"{cold_seconds['prompt cache, 8 slots']:.1f} s (the price of evaluating in 64-token chunks)")
     print(f"  prompt cache's replies equal to the same call from an empty cache: "
           f"{sum(a == b for a, b in zip(replies['prompt cache, 8 slots'], cold))} of {len(cold)}")
+
+    shared_prefix(name, path, [int(size) for size in args.chunks.split(",") if size])
+
+
+def shared_prefix(name: str, path: Path, chunks: list[int]) -> None:
+    """Questions after the same long prefix, one after another; and one cold prompt, per chunk size."""
+    engine = Engine(name, path)
+    prompts = [engine.render_prompt([SYSTEM, {"role": "user", "content": q}], TOOLS) for q in QUESTIONS]
+    cold_prompt = engine.render_prompt(calls(REQUESTS[2])[2][0] + [{"role": "user", "content": PAGE * 2}], TOOLS)
+    one_token = Options(temperature=0, num_predict=1)  # the prompt is the work here
+    print(f"\n{len(prompts) - 1} questions after the same {len(engine.tokenize(prompts[0]))}-token prompt; "
+          f"a cold prompt of {len(engine.tokenize(cold_prompt))} tokens:")
+    timings = {}
+    for chunk in [0, *chunks]:
+        engine.cache = PromptCache(engine.llm, 8, chunk=chunk) if chunk else None
+        engine.forget_cache()
+        started = time.perf_counter()
+        list(engine.generate(cold_prompt, one_token))
+        cold = time.perf_counter() - started
+        engine.forget_cache()
+        list(engine.generate(prompts[0], one_token))
+        started = time.perf_counter()
+        for prompt in prompts[1:]:
+            list(engine.generate(prompt, one_token))
+        timings[chunk] = (time.perf_counter() - started, cold)
+    single, single_cold = timings[0]
+    print(f"  {'one cached prefix':22} {single:6.2f} s   cold {single_cold:6.2f} s")
+    for chunk in chunks:
+        shared, cold = timings[chunk]
+        print(f"  {f'{chunk}-token chunks':22} {shared:6.2f} s   cold {cold:6.2f} s   "
+              f"({shared / single:.2f}x and {cold / single_cold:.2f}x the single prefix)")
 
 
 if __name__ == "__main__":

@@ -436,6 +436,20 @@ def test_the_command_line_names_an_unknown_defense(capsys):
     assert "unknown defenses ['firewall']" in capsys.readouterr().err
 
 
+@pytest.mark.model
+def test_the_command_line_runs_a_row_on_one_fresh_server_and_remembers_repeated_requests(tmp_path, capsys):
+    from course_lib.security import load_outcomes
+    from course_lib.security.__main__ import main
+
+    main(["table", "--quick", "--defenses", "no defense,argument policy", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "defense_table.json").read_text())
+    assert saved["server"] == "course_lib embedded server (prompt cache)"
+    first, second = load_outcomes(tmp_path / "defense_table.json")
+    assert first.case == second.case and first.delivered is not None
+    # the argument policy changes no prompt, so its run begins with the turns the first row already asked
+    assert saved["remembered_replies"] >= 1 and "requests answered from memory" in capsys.readouterr().out
+
+
 def test_a_run_is_judged_on_the_workspace_and_the_answer_not_on_what_the_model_says():
     from course_lib.security.bench import judge
     case = attacked_case("dinner-day", "mail-attacker")
