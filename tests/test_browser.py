@@ -381,7 +381,7 @@ def test_progress_bars_and_plots_show_in_the_browser(lab, browser):
 def test_the_capstone_chat_panel_answers_a_question_typed_in_the_browser(lab, browser):
     from playwright.sync_api import expect
     page, notebook = open_notebook(browser, lab, CAPSTONE)
-    for text in ("client = connect()", "kiosk = Kiosk.load(DATA)", "from course_lib.fake_model import"):
+    for text in ("model = connect()", "kiosk = Kiosk.load(DATA)", "from course_lib.fake_model import"):
         run_cell(notebook, lab.cell(CAPSTONE, text))
     cell = run_cell(notebook, lab.cell(CAPSTONE, "chat_panel(KioskAgent(model"))
     box = cell.get_by_label("Your question")
