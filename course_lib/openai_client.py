@@ -74,19 +74,18 @@ class OpenAICompatible:
                              "send a rendered prompt with raw=True, or use chat()")
         started = time.perf_counter_ns()
         reply = self._post("/completions", {"model": self.model, "prompt": prompt, **openai_options(options or {})})
-        choice, usage = reply["choices"][0], reply.get("usage") or {}
-        return {"model": self.model, "response": choice.get("text") or "",
-                "done_reason": FINISH_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
-                "prompt_eval_count": usage.get("prompt_tokens", 0), "eval_count": usage.get("completion_tokens", 0),
-                "total_duration": time.perf_counter_ns() - started}
+        return {"model": self.model, "response": reply["choices"][0].get("text") or "",
+                **ollama_stats(reply, time.perf_counter_ns() - started)}
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         response = self._http.post(path, json=body)
         if response.is_error:
+            answer: Any = None
             try:
-                error = response.json().get("error", response.text)
+                answer = response.json()
             except ValueError:
-                error = response.text
+                pass
+            error = answer.get("error", response.text) if isinstance(answer, dict) else response.text
             message = error.get("message", json.dumps(error)) if isinstance(error, dict) else str(error)
             raise OllamaError(response.status_code, message)
         return response.json()
@@ -147,15 +146,19 @@ def openai_messages(messages: list[Message]) -> list[Message]:
 
 def ollama_reply(reply: dict[str, Any], model: str, nanoseconds: int) -> dict[str, Any]:
     """An OpenAI chat completion in the shape of Ollama's ``/api/chat`` answer."""
-    choice, usage = reply["choices"][0], reply.get("usage") or {}
-    message = choice["message"]
+    message = reply["choices"][0]["message"]
     answer: Message = {"role": "assistant", "content": message.get("content") or ""}
     if message.get("tool_calls"):
         answer["tool_calls"] = [{"id": call.get("id", ""), "function": {
             "name": call["function"]["name"], "arguments": _arguments(call["function"].get("arguments"))}}
             for call in message["tool_calls"]]
-    return {"model": model, "message": answer, "done": True,
-            "done_reason": FINISH_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
+    return {"model": model, "message": answer, "done": True, **ollama_stats(reply, nanoseconds)}
+
+
+def ollama_stats(reply: dict[str, Any], nanoseconds: int) -> dict[str, Any]:
+    """How an OpenAI completion ended and what it read and wrote, in Ollama's fields."""
+    usage = reply.get("usage") or {}
+    return {"done_reason": FINISH_REASONS.get(reply["choices"][0].get("finish_reason") or "stop", "stop"),
             "prompt_eval_count": usage.get("prompt_tokens", 0), "eval_count": usage.get("completion_tokens", 0),
             "total_duration": nanoseconds}
 

@@ -434,6 +434,9 @@ def test_the_command_line_names_an_unknown_defense(capsys):
     with pytest.raises(SystemExit):
         main(["table", "--defenses", "no defense,firewall"])
     assert "unknown defenses ['firewall']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["table", "--api", "openai"])  # an API with no server to speak it to is an error, not ignored
+    assert "name the server too" in capsys.readouterr().err
 
 
 @pytest.mark.model

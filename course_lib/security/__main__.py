@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     commands.add_parser("table", parents=[common], help="the defense table (lesson 9)")
     commands.add_parser("poisoning", parents=[common], help="the tool-poisoning table (lesson 12)")
     args = parser.parse_args(argv)
+    if args.api != "ollama" and not args.server:
+        parser.error("--api is how to talk to --server: name the server too")
     if args.quick:
         os.environ["COURSE_QUICK"] = "1"
     scenarios = load_scenarios(args.scenarios)
