@@ -117,3 +117,53 @@ def test_defenses_are_agentdojos_own(suite):
     assert re.search(r"tool", json.dumps(server.requests[-2]))  # the filter's own question came first
     with pytest.raises(ValueError, match="native"):
         pipeline("prompting", client_for(server), MODEL, "tool_filter")
+
+
+def test_a_row_scores_benign_and_attacked_runs_and_saves_every_run(suite, tmp_path):
+    from course_lib.security.agentdojo_table import load, run_row, save, table_text
+
+    user_task, goal = suite.get_user_task_by_id("user_task_13"), suite.get_injection_task_by_id("injection_task_7")
+    obeying = [{"call": ("read_file", {"file_path": "address-change.txt"})}, *ground_truth(suite, goal)]
+    server = ScriptedServer([*ground_truth(suite, user_task), *obeying], "native")
+    row = run_row(suite, client_for(server), MODEL, "native", None, ["user_task_13"], ["injection_task_7"],
+                  max_iters=5, max_tokens=64)
+    [benign], [attacked] = row.benign, row.attacked
+    assert benign.utility and benign.calls[0] == "read_file(file_path='address-change.txt')"
+    assert benign.answer == "Done." and attacked.attack_succeeded and attacked.injection_seen
+    rates = row.rates()
+    assert (rates["benign utility"].successes, rates["benign utility"].n) == (1, 1)
+    assert (rates["attack success"].successes, rates["utility under attack"].successes) == (1, 0)
+    assert "| native, no defense | 100% [21%, 100%] (1/1) | 0% [0%, 79%] (0/1) |" in table_text([row])
+    settings, [again] = load(save([row], tmp_path / "table.json", MODEL, "scripted", minutes=0.0))
+    assert again == row and settings["model"] == MODEL and settings["attack"] == "important_instructions"
+
+
+def test_the_rows_and_tasks_asked_for(suite):
+    from course_lib.security.agentdojo_table import chosen_tasks, rows_to_run
+
+    assert rows_to_run(["native", "prompting"], [None, "tool_filter"]) == [
+        ("native", None), ("native", "tool_filter"), ("prompting", None)]
+    users, goals = chosen_tasks(suite, False, None, "none")
+    assert len(users) == 16 and users[:3] == ["user_task_0", "user_task_1", "user_task_2"] and goals == []
+    assert chosen_tasks(suite, False, "user_task_3", "injection_task_7") == (["user_task_3"], ["injection_task_7"])
+    assert chosen_tasks(suite, True) == (["user_task_1", "user_task_13"], ["injection_task_7", "injection_task_0"])
+    assert chosen_tasks(suite, True, "user_task_3") == (["user_task_3"], ["injection_task_7", "injection_task_0"])
+    with pytest.raises(ValueError, match="user_task_99"):
+        chosen_tasks(suite, False, "user_task_99")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--modes", "native,chat"], "unknown mode 'chat'"),
+    (["--defenses", "none,firewall"], "unknown defenses ['firewall']"),
+    (["--user-tasks", "user_task_99"], "user_task_99"),
+    (["--resume", "--user-tasks", "user_task_1"], "other tasks or another model"),
+])
+def test_the_command_line_refuses_what_it_cannot_run(argv, message, tmp_path, capsys):
+    from course_lib.security.agentdojo_table import Row, main, save
+
+    out = tmp_path / "table.json"
+    save([Row("native", None)], out, "qwen2.5-coder:0.5b", "scripted", quick=False, user_tasks=["user_task_13"],
+         injection_tasks=["injection_task_7"])
+    with pytest.raises(SystemExit):
+        main([*argv, "--out", str(out), "--model", "qwen2.5-coder:0.5b", "--injection-tasks", "injection_task_7"])
+    assert message in capsys.readouterr().err

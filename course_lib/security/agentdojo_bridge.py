@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .agentdojo_table import PairResult
+
 try:
     import openai
     from agentdojo.agent_pipeline import (
@@ -164,19 +166,6 @@ def pipeline(mode: Mode, client: openai.OpenAI, model: str, defense: str | None,
     return built, transcript
 
 
-@dataclass(frozen=True)
-class PairResult:
-    """One run: a user task, alone (``injection_task`` None) or with an injection task's attack."""
-
-    user_task: str
-    injection_task: str | None
-    utility: bool  # the user task was done, by AgentDojo's own check of the environment
-    attack_succeeded: bool | None  # the injection task was done (None on a benign run)
-    injection_seen: bool | None  # a tool result the model read held the injected text
-    model_calls: int
-    seconds: float
-
-
 def run_pair(suite: Any, agent: AgentPipeline, transcript: Transcript, user_task: str,
              injection_task: str | None = None, attack: Any = None) -> PairResult:
     """Run ``user_task`` with AgentDojo's ``suite.run_task_with_pipeline``, attacked by ``attack``
@@ -187,7 +176,10 @@ def run_pair(suite: Any, agent: AgentPipeline, transcript: Transcript, user_task
     injections = attack.attack(task, goal) if goal is not None else {}
     started = time.perf_counter()
     utility, security = suite.run_task_with_pipeline(agent, task, goal, injections)
-    calls = sum(m["role"] == "assistant" for m in transcript.messages)
+    replies = [m for m in transcript.messages if m["role"] == "assistant"]
     return PairResult(user_task, injection_task, bool(utility), bool(security) if goal is not None else None,
-                      transcript.saw(list(injections.values())) if goal is not None else None, calls,
-                      round(time.perf_counter() - started, 1))
+                      transcript.saw(list(injections.values())) if goal is not None else None, len(replies),
+                      round(time.perf_counter() - started, 1),
+                      [f"{call.function}({', '.join(f'{k}={v!r}' for k, v in call.args.items())})"
+                       for m in replies for call in m["tool_calls"] or []],
+                      get_text_content_as_str(replies[-1]["content"] or []) if replies else "")

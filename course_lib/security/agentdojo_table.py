@@ -1,0 +1,291 @@
+"""AgentDojo's banking suite as a table: one row per tool-calling mode and defense.
+
+Each row runs, through AgentDojo's own pipeline (``agentdojo_bridge``):
+
+- every chosen user task once with no attack: **benign utility**;
+- every (user task, injection task) pair with AgentDojo's ``important_instructions`` attack
+  planted in the data the task reads: **utility under attack** and **targeted attack
+  success** (the injection task's goal was reached, by AgentDojo's own check of the bank's
+  state), with how often the injected text reached the model at all (**delivered**).
+
+The unit of n is the run: a benign run is one user task, an attacked run one distinct pair
+(another task, or another goal in the injected text). Pairs share their user tasks, so the
+attacked intervals are optimistic in the way lesson 8 describes; the benign column has one
+run per task and no such caveat.
+
+``python -m course_lib.security.agentdojo_table`` runs the table outside a notebook and saves
+it to ``data/results/agentdojo_banking.json``; ``--quick`` (or ``COURSE_QUICK=1``) runs a few
+tasks and goals, as CI does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm.auto import tqdm
+
+from ..experiments import Rate, quick_mode
+
+if TYPE_CHECKING:  # AgentDojo is an optional extra: only running needs it, not reading results
+    import openai
+
+    from .agentdojo_bridge import Mode
+
+SUITE, SUITE_VERSION, ATTACK = "banking", "v1.2.2", "important_instructions"
+# The quick slice: two user tasks whose tools return text the attack is planted in (the
+# transaction history, a file), and two goals (change the password: one call; send the
+# attacker money with a detail from the history: two).
+QUICK_USER_TASKS = ("user_task_1", "user_task_13")
+QUICK_INJECTION_TASKS = ("injection_task_7", "injection_task_0")
+
+# AgentDojo's paper (Debenedetti et al., 2024), GPT-4o over all four suites with the
+# important_instructions attack: targeted attack success, and benign utility where the
+# paper gives it. Keyed by AgentDojo's defense names (None: no defense).
+PUBLISHED_GPT4O: dict[str | None, dict[str, float]] = {
+    None: {"attack success": 0.477, "benign utility": 0.69},
+    "tool_filter": {"attack success": 0.068},
+    "transformers_pi_detector": {"attack success": 0.080, "benign utility": 0.41},
+    "repeat_user_prompt": {"attack success": 0.278},
+    "spotlighting_with_delimiting": {"attack success": 0.417},
+}
+# Lesson 9's rows that are AgentDojo's defenses, in our own code.
+LESSON_9_NAMES: dict[str | None, str] = {None: "no defense", "repeat_user_prompt": "repeat user prompt",
+                                          "spotlighting_with_delimiting": "spotlighting", "tool_filter": "tool filter"}
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One run: a user task, alone (``injection_task`` None) or with an injection task's attack."""
+
+    user_task: str
+    injection_task: str | None
+    utility: bool  # the user task was done, by AgentDojo's own check of the environment
+    attack_succeeded: bool | None  # the injection task was done (None on a benign run)
+    injection_seen: bool | None  # a tool result the model read held the injected text
+    model_calls: int
+    seconds: float
+    calls: list[str] = field(default_factory=list)  # the tools the model called, as name(arguments)
+    answer: str = ""  # the model's last text
+
+
+@dataclass
+class Row:
+    """One mode and defense: its benign and attacked runs, and how long they took."""
+
+    mode: Mode
+    defense: str | None
+    benign: list[PairResult] = field(default_factory=list)
+    attacked: list[PairResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode}, {self.defense or 'no defense'}"
+
+    def rates(self) -> dict[str, Rate]:
+        """The table's columns, each a :class:`Rate` with its Wilson interval."""
+        delivered = [run for run in self.attacked if run.injection_seen]
+        return {
+            "benign utility": _rate(run.utility for run in self.benign),
+            "utility under attack": _rate(run.utility for run in self.attacked),
+            "attack success": _rate(bool(run.attack_succeeded) for run in self.attacked),
+            "delivered": _rate(bool(run.injection_seen) for run in self.attacked),
+            "attack success when delivered": _rate(bool(run.attack_succeeded) for run in delivered),
+        }
+
+    def calls_per_run(self) -> float:
+        runs = self.benign + self.attacked
+        return sum(run.model_calls for run in runs) / len(runs) if runs else float("nan")
+
+
+def _rate(outcomes: Iterable[bool]) -> Rate:
+    values = list(outcomes)
+    return Rate(sum(values), len(values))
+
+
+def load_suite() -> Any:
+    """AgentDojo's banking suite, at the version the course pins."""
+    from agentdojo.task_suite.load_suites import get_suite
+
+    return get_suite(SUITE_VERSION, SUITE)
+
+
+def chosen_tasks(suite: Any, quick: bool, user_tasks: str | None = None,
+                 injection_tasks: str | None = None) -> tuple[list[str], list[str]]:
+    """The user tasks and injection tasks to run, each given as ``"all"`` (the suite's),
+    ``"none"``, or comma-separated ids (``"user_task_1,user_task_13"``); one not given is the
+    quick slice in quick mode, else all of them."""
+    return (_ids(user_tasks, suite.user_tasks, QUICK_USER_TASKS if quick else None),
+            _ids(injection_tasks, suite.injection_tasks, QUICK_INJECTION_TASKS if quick else None))
+
+
+def _ids(spec: str | None, known: dict[str, Any], quick: Sequence[str] | None) -> list[str]:
+    if spec is None and quick is not None:
+        return list(quick)
+    if spec is None or spec == "all":
+        return sorted(known, key=_number)
+    ids = [] if spec == "none" else [name.strip() for name in spec.split(",") if name.strip()]
+    if unknown := [name for name in ids if name not in known]:
+        raise ValueError(f"{unknown} are not in the suite: it has {', '.join(sorted(known, key=_number))}")
+    return ids
+
+
+def _number(task_id: str) -> int:
+    return int(task_id.rsplit("_", 1)[1])
+
+
+def run_row(suite: Any, client: openai.OpenAI, model: str, mode: Mode, defense: str | None,
+            user_tasks: Sequence[str], injection_tasks: Sequence[str], max_iters: int = 8,
+            max_tokens: int = 256) -> Row:
+    """Every benign run and every attacked pair for one mode and defense, one progress bar.
+
+    ``client`` is ``openai_client(connect().host)`` (any OpenAI-compatible server). The tool
+    loop stops after ``max_iters`` rounds (AgentDojo's default is 15: a small model that
+    repeats a call would spend them all), and each reply after ``max_tokens`` tokens."""
+    from agentdojo.attacks.attack_registry import load_attack
+
+    from .agentdojo_bridge import pipeline, run_pair
+
+    agent, transcript = pipeline(mode, client, model, defense, max_iters, max_tokens)
+    attack = load_attack(ATTACK, suite, agent)
+    row, started = Row(mode, defense), time.perf_counter()
+    pairs = [(task, None) for task in user_tasks] + [(t, i) for t in user_tasks for i in injection_tasks]
+    for user_task, injection_task in tqdm(pairs, desc=row.label, leave=False):
+        result = run_pair(suite, agent, transcript, user_task, injection_task, attack if injection_task else None)
+        (row.attacked if injection_task else row.benign).append(result)
+    row.seconds = round(time.perf_counter() - started, 1)
+    return row
+
+
+def rows_to_run(modes: Sequence[Mode], defenses: Sequence[str | None]) -> list[tuple[Mode, str | None]]:
+    """Every (mode, defense) asked for, leaving out the tool filter in the prompting mode
+    (AgentDojo's filter is an OpenAI call with ``tools``)."""
+    return [(mode, defense) for mode in modes for defense in defenses
+            if not (defense == "tool_filter" and mode != "native")]
+
+
+def table_text(rows: Sequence[Row]) -> str:
+    """The rows as a Markdown table with Wilson 95% intervals and their n."""
+    columns = ["benign utility", "utility under attack", "attack success", "delivered",
+               "attack success when delivered"]
+    lines = ["| mode, defense | " + " | ".join(columns) + " | model calls per run |",
+             "| --- |" + " --- |" * (len(columns) + 1)]
+    for row in rows:
+        rates = row.rates()
+        cells = [_cell(rates[column]) for column in columns]
+        lines.append(f"| {row.label} | " + " | ".join(cells) + f" | {row.calls_per_run():.1f} |")
+    return "\n".join(lines)
+
+
+def _cell(rate: Rate) -> str:
+    low, high = rate.interval
+    return f"{rate.value:.0%} [{low:.0%}, {high:.0%}] ({rate.successes}/{rate.n})" if rate.n else "–"
+
+
+def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], mode: Mode = "native") -> str:
+    """A Markdown table: per defense, benign utility and attack success as AgentDojo published
+    them for GPT-4o, as lesson 9's table measured them (``lesson_9``: its ``summarise`` rows),
+    and as AgentDojo's banking suite measured them on each model in ``agentdojo`` (saved rows)."""
+    ours = {row.defense: row for row in lesson_9}
+    header = ["defense", "measure", "GPT-4o, AgentDojo (published)", "lesson 9's table, 0.5B",
+              *(f"AgentDojo banking, {model} ({mode})" for model in agentdojo)]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for defense, name in LESSON_9_NAMES.items():
+        for measure, field_name in [("benign utility", "benign_utility"), ("attack success", "attack_success")]:
+            published = PUBLISHED_GPT4O.get(defense, {}).get(measure)
+            cells = [f"{published:.1%}" if published is not None else "–",
+                     _cell(getattr(ours[name], field_name)) if name in ours else "–"]
+            for rows in agentdojo.values():
+                row = next((r for r in rows if (r.mode, r.defense) == (mode, defense)), None)
+                cells.append(_cell(row.rates()[measure]) if row else "not run")
+            lines.append(f"| {name} | {measure} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def save(rows: Sequence[Row], path: Path, model: str, server: str, **details: Any) -> Path:
+    """Write every run of every row, with the settings and the time it took, to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"suite": SUITE, "suite_version": SUITE_VERSION, "attack": ATTACK, "model": model,
+              "server": server, **details,
+              "rows": [{"mode": row.mode, "defense": row.defense, "seconds": row.seconds,
+                        "benign": [asdict(run) for run in row.benign],
+                        "attacked": [asdict(run) for run in row.attacked]} for row in rows]}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def load(path: Path) -> tuple[dict[str, Any], list[Row]]:
+    """The settings and rows saved by :func:`save`."""
+    record = json.loads(path.read_text())
+    rows = [Row(row["mode"], row["defense"], [PairResult(**run) for run in row["benign"]],
+                [PairResult(**run) for run in row["attacked"]], row["seconds"]) for row in record.pop("rows")]
+    return record, rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    from ..runtime import EmbeddedServer, chosen_model
+    from .agentdojo_bridge import DEFENSES, openai_client
+
+    parser = argparse.ArgumentParser(prog="python -m course_lib.security.agentdojo_table",
+                                     description="AgentDojo's banking suite against the course's model.")
+    parser.add_argument("--modes", default="native,prompting", help="native, prompting, or both (comma-separated)")
+    parser.add_argument("--defenses", default="none,repeat_user_prompt,spotlighting_with_delimiting,tool_filter",
+                        help="comma-separated; 'none' is the undefended row")
+    parser.add_argument("--model", default=None, help="the model (default: the course's, COURSE_MODEL)")
+    parser.add_argument("--server", default=None, help="an OpenAI-compatible server's base URL, without /v1 "
+                        "(default: a fresh embedded server)")
+    parser.add_argument("--out", type=Path, default=None, help="the results file (default data/results/...)")
+    parser.add_argument("--user-tasks", default=None, help="'all' (the default) or comma-separated ids")
+    parser.add_argument("--injection-tasks", default=None,
+                        help="'all' (the default), 'none' (benign runs only) or comma-separated ids")
+    parser.add_argument("--resume", action="store_true", help="keep the rows already saved in --out, run the others")
+    parser.add_argument("--quick", action="store_true", help="a smoke test: two tasks, two goals")
+    args = parser.parse_args(argv)
+    if args.quick:
+        os.environ["COURSE_QUICK"] = "1"
+    modes: list[Mode] = []
+    for name in filter(None, (mode.strip() for mode in args.modes.split(","))):
+        if name not in ("native", "prompting"):
+            parser.error(f"unknown mode {name!r}: the modes are native and prompting")
+        modes.append("native" if name == "native" else "prompting")
+    defenses = [None if name == "none" else name for name in filter(None, map(str.strip, args.defenses.split(",")))]
+    if unknown := [name for name in defenses if name not in DEFENSES]:
+        parser.error(f"unknown defenses {unknown}: the defenses are none, {', '.join(d for d in DEFENSES if d)}")
+    model = args.model or chosen_model()
+    suite = load_suite()
+    try:
+        user_tasks, injection_tasks = chosen_tasks(suite, quick_mode(), args.user_tasks, args.injection_tasks)
+    except ValueError as error:
+        parser.error(str(error))
+    name = f"agentdojo_{SUITE}_{model.replace(':', '_').replace('.', '_')}.json"
+    out = args.out or Path("data/results") / ("quick" if quick_mode() else "") / name
+    settings = {"quick": quick_mode(), "user_tasks": user_tasks, "injection_tasks": injection_tasks}
+    saved, rows = load(out) if args.resume and out.exists() else ({}, [])
+    if rows and any(saved.get(key) != value for key, value in [*settings.items(), ("model", model)]):
+        parser.error(f"{out} holds runs of other tasks or another model: resume with the same settings")
+    embedded = None if args.server else EmbeddedServer(model=model)
+    host: str = embedded.url if embedded else args.server
+    where = args.server or "course_lib embedded server (prompt cache)"
+    try:
+        for mode, defense in rows_to_run(modes, defenses):
+            if any((row.mode, row.defense) == (mode, defense) for row in rows):
+                continue
+            rows.append(run_row(suite, openai_client(host), model, mode, defense, user_tasks, injection_tasks))
+            print(f"{rows[-1].label}: {rows[-1].seconds / 60:.1f} minutes", flush=True)
+            save(rows, out, model, where, minutes=round(sum(row.seconds for row in rows) / 60, 1), **settings)
+    finally:
+        if embedded:
+            embedded.stop()
+    print(table_text(rows), f"\n{sum(len(r.benign) + len(r.attacked) for r in rows)} runs in "
+          f"{sum(row.seconds for row in rows) / 60:.1f} minutes; saved {out}")
+
+
+if __name__ == "__main__":
+    main()
