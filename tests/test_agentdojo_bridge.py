@@ -167,3 +167,15 @@ def test_the_command_line_refuses_what_it_cannot_run(argv, message, tmp_path, ca
     with pytest.raises(SystemExit):
         main([*argv, "--out", str(out), "--model", "qwen2.5-coder:0.5b", "--injection-tasks", "injection_task_7"])
     assert message in capsys.readouterr().err
+
+
+def test_a_row_cut_off_is_gone_on_with_not_run_again(suite):
+    from course_lib.security.agentdojo_table import PairResult, Row, run_row
+
+    cut_off = Row("native", None, benign=[PairResult("user_task_13", None, True, None, None, 3, 2.5)], seconds=2.5)
+    server = ScriptedServer([{"text": "Done."}], "native")
+    saved = []
+    row = run_row(suite, client_for(server), MODEL, "native", None, ["user_task_13"], ["injection_task_7"],
+                  max_iters=5, max_tokens=64, row=cut_off, after_each=lambda row: saved.append(len(row.attacked)))
+    assert row is cut_off and len(row.benign) == 1 and len(row.attacked) == 1 and saved == [1]
+    assert len(server.requests) == 1 and row.seconds >= 2.5  # only the attacked run was sent

@@ -23,8 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,24 +142,29 @@ def _number(task_id: str) -> int:
 
 def run_row(suite: Any, client: openai.OpenAI, model: str, mode: Mode, defense: str | None,
             user_tasks: Sequence[str], injection_tasks: Sequence[str], max_iters: int = 8,
-            max_tokens: int = 256) -> Row:
+            max_tokens: int = 256, row: Row | None = None, after_each: Callable[[Row], None] | None = None) -> Row:
     """Every benign run and every attacked pair for one mode and defense, one progress bar.
 
     ``client`` is ``openai_client(connect().host)`` (any OpenAI-compatible server). The tool
     loop stops after ``max_iters`` rounds (AgentDojo's default is 15: a small model that
-    repeats a call would spend them all), and each reply after ``max_tokens`` tokens."""
+    repeats a call would spend them all), and each reply after ``max_tokens`` tokens.
+    ``row``, a row cut off earlier, is gone on with: its runs are kept, not run again.
+    ``after_each(row)`` is called after every run (the command line saves there)."""
     from agentdojo.attacks.attack_registry import load_attack
 
     from .agentdojo_bridge import pipeline, run_pair
 
     agent, transcript = pipeline(mode, client, model, defense, max_iters, max_tokens)
     attack = load_attack(ATTACK, suite, agent)
-    row, started = Row(mode, defense), time.perf_counter()
+    row = row or Row(mode, defense)
+    done = {(run.user_task, run.injection_task) for run in row.benign + row.attacked}
     pairs = [(task, None) for task in user_tasks] + [(t, i) for t in user_tasks for i in injection_tasks]
-    for user_task, injection_task in tqdm(pairs, desc=row.label, leave=False):
+    for user_task, injection_task in tqdm([pair for pair in pairs if pair not in done], desc=row.label, leave=False):
         result = run_pair(suite, agent, transcript, user_task, injection_task, attack if injection_task else None)
         (row.attacked if injection_task else row.benign).append(result)
-    row.seconds = round(time.perf_counter() - started, 1)
+        row.seconds = round(row.seconds + result.seconds, 1)
+        if after_each:
+            after_each(row)
     return row
 
 
@@ -245,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--user-tasks", default=None, help="'all' (the default) or comma-separated ids")
     parser.add_argument("--injection-tasks", default=None,
                         help="'all' (the default), 'none' (benign runs only) or comma-separated ids")
-    parser.add_argument("--resume", action="store_true", help="keep the rows already saved in --out, run the others")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already saved in --out, run the others")
     parser.add_argument("--quick", action="store_true", help="a smoke test: two tasks, two goals")
     args = parser.parse_args(argv)
     if args.quick:
@@ -273,13 +277,17 @@ def main(argv: list[str] | None = None) -> None:
     embedded = None if args.server else EmbeddedServer(model=model)
     host: str = embedded.url if embedded else args.server
     where = args.server or "course_lib embedded server (prompt cache)"
+    def save_all(_: Row) -> None:
+        save(rows, out, model, where, minutes=round(sum(row.seconds for row in rows) / 60, 1), **settings)
+
     try:
         for mode, defense in rows_to_run(modes, defenses):
-            if any((row.mode, row.defense) == (mode, defense) for row in rows):
-                continue
-            rows.append(run_row(suite, openai_client(host), model, mode, defense, user_tasks, injection_tasks))
-            print(f"{rows[-1].label}: {rows[-1].seconds / 60:.1f} minutes", flush=True)
-            save(rows, out, model, where, minutes=round(sum(row.seconds for row in rows) / 60, 1), **settings)
+            row = next((row for row in rows if (row.mode, row.defense) == (mode, defense)), None)
+            if row is None:
+                rows.append(row := Row(mode, defense))
+            run_row(suite, openai_client(host), model, mode, defense, user_tasks, injection_tasks, row=row,
+                    after_each=save_all)
+            print(f"{row.label}: {row.seconds / 60:.1f} minutes", flush=True)
     finally:
         if embedded:
             embedded.stop()
