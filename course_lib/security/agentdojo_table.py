@@ -9,13 +9,13 @@ Each row runs, through AgentDojo's own pipeline (``agentdojo_bridge``):
   state), with how often the injected text reached the model at all (**delivered**).
 
 The unit of n is the run: a benign run is one user task, an attacked run one distinct pair
-(another task, or another goal in the injected text). Pairs share their user tasks, so the
-attacked intervals are optimistic in the way lesson 8 describes; the benign column has one
-run per task and no such caveat.
+(another task, or another goal in the injected text). With several goals per task the pairs
+share their tasks, and the attacked intervals are narrower than the tasks alone would give
+(lesson 8); with one goal, a pair is a task.
 
 ``python -m course_lib.security.agentdojo_table`` runs the table outside a notebook and saves
-it to ``data/results/agentdojo_banking.json``; ``--quick`` (or ``COURSE_QUICK=1``) runs a few
-tasks and goals, as CI does.
+it to ``data/results/agentdojo_banking_<model>.json`` after every run (``--resume`` goes on
+from there); ``--quick`` (or ``COURSE_QUICK=1``) runs a few tasks and goals.
 """
 
 from __future__ import annotations
