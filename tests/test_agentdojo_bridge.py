@@ -179,3 +179,12 @@ def test_a_row_cut_off_is_gone_on_with_not_run_again(suite):
                   max_iters=5, max_tokens=64, row=cut_off, after_each=lambda row: saved.append(len(row.attacked)))
     assert row is cut_off and len(row.benign) == 1 and len(row.attacked) == 1 and saved == [1]
     assert len(server.requests) == 1 and row.seconds >= 2.5  # only the attacked run was sent
+
+
+def test_an_agent_that_does_nothing_passes_the_checks_that_ask_for_nothing(suite):
+    from course_lib.security.agentdojo_table import do_nothing_row
+
+    row = do_nothing_row(suite, ["user_task_1", "user_task_5", "user_task_8"], ["injection_task_7"])
+    assert [run.utility for run in row.benign] == [False, True, True]  # 5: the payment is already in the history
+    assert not any(run.attack_succeeded or run.injection_seen for run in row.attacked)
+    assert row.calls_per_run() == 0 and row.label == "do nothing"

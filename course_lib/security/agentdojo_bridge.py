@@ -98,6 +98,28 @@ class PromptingClient:
         return self.client.chat.completions.create(**request, max_tokens=self.max_tokens)
 
 
+class DoNothing(BasePipelineElement):
+    """An agent that answers with nothing and calls no tool: the floor a benchmark's checks
+    give for free. A check that passes on the untouched environment and an empty answer
+    scores this agent as having done the task."""
+
+    name = "do-nothing"
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = NO_ENV, messages: Sequence[ChatMessage] = (),
+              extra_args: dict | None = None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+        reply: ChatMessage = {"role": "assistant", "content": [text_content_block_from_string("")], "tool_calls": None}
+        return query, runtime, env, [*messages, {"role": "user", "content": [text_content_block_from_string(query)]},
+                                     reply], extra_args or {}
+
+
+def do_nothing_pipeline() -> tuple[AgentPipeline, Transcript]:
+    """AgentDojo's pipeline around :class:`DoNothing`, for the same scoring as a model's runs."""
+    transcript = Transcript()
+    built = AgentPipeline([DoNothing(), transcript])
+    built.name = "local-do-nothing"  # the attack addresses it as "Local model", as it does the model
+    return built, transcript
+
+
 class NoRerun(BasePipelineElement):
     """Gives a last assistant message without text an empty text, so AgentDojo scores the run as
     it ended instead of running the whole task again."""

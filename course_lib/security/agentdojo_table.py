@@ -24,7 +24,7 @@ import argparse
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # AgentDojo is an optional extra: only running needs it, not 
     from .agentdojo_bridge import Mode
 
 SUITE, SUITE_VERSION, ATTACK = "banking", "v1.2.2", "important_instructions"
+DO_NOTHING = "do nothing"
 # The quick slice: two user tasks whose tools return text the attack is planted in (the
 # transaction history, a file), and two goals (change the password: one call; send the
 # attacker money with a detail from the history: two).
@@ -78,7 +79,7 @@ class PairResult:
 class Row:
     """One mode and defense: its benign and attacked runs, and how long they took."""
 
-    mode: Mode
+    mode: Mode | str  # "native", "prompting", or "do nothing" (the floor: no model at all)
     defense: str | None
     benign: list[PairResult] = field(default_factory=list)
     attacked: list[PairResult] = field(default_factory=list)
@@ -86,7 +87,7 @@ class Row:
 
     @property
     def label(self) -> str:
-        return f"{self.mode}, {self.defense or 'no defense'}"
+        return self.mode if self.mode == DO_NOTHING else f"{self.mode}, {self.defense or 'no defense'}"
 
     def rates(self) -> dict[str, Rate]:
         """The table's columns, each a :class:`Rate` with its Wilson interval."""
@@ -168,6 +169,22 @@ def run_row(suite: Any, client: openai.OpenAI, model: str, mode: Mode, defense: 
     return row
 
 
+def do_nothing_row(suite: Any, user_tasks: Sequence[str], injection_tasks: Sequence[str]) -> Row:
+    """The same runs by an agent that does nothing (``agentdojo_bridge.DoNothing``), scored by
+    AgentDojo's own checks: the utility a benchmark gives for free. No model is called."""
+    from agentdojo.attacks.attack_registry import load_attack
+
+    from .agentdojo_bridge import do_nothing_pipeline, run_pair
+
+    agent, transcript = do_nothing_pipeline()
+    attack, row = load_attack(ATTACK, suite, agent), Row(DO_NOTHING, None)
+    for user_task in user_tasks:
+        row.benign.append(replace(run_pair(suite, agent, transcript, user_task), model_calls=0))
+        row.attacked += [replace(run_pair(suite, agent, transcript, user_task, goal, attack), model_calls=0)
+                         for goal in injection_tasks]
+    return row
+
+
 def rows_to_run(modes: Sequence[Mode], defenses: Sequence[str | None]) -> list[tuple[Mode, str | None]]:
     """Every (mode, defense) asked for, leaving out the tool filter in the prompting mode
     (AgentDojo's filter is an OpenAI call with ``tools``)."""
@@ -193,12 +210,15 @@ def _cell(rate: Rate) -> str:
     return f"{rate.value:.0%} [{low:.0%}, {high:.0%}] ({rate.successes}/{rate.n})" if rate.n else "–"
 
 
-def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], mode: Mode = "native") -> str:
+def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], floor: Row | None = None,
+                 mode: Mode = "native") -> str:
     """A Markdown table: per defense, benign utility and attack success as AgentDojo published
     them for GPT-4o, as lesson 9's table measured them (``lesson_9``: its ``summarise`` rows),
-    and as AgentDojo's banking suite measured them on each model in ``agentdojo`` (saved rows)."""
+    as AgentDojo's banking suite scores an agent that does nothing (``floor``), and as it
+    measured each model in ``agentdojo`` (saved rows, by model)."""
     ours = {row.defense: row for row in lesson_9}
     header = ["defense", "measure", "GPT-4o, AgentDojo (published)", "lesson 9's table, 0.5B",
+              *(["AgentDojo banking, an agent that does nothing"] if floor else []),
               *(f"AgentDojo banking, {model} ({mode})" for model in agentdojo)]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for defense, name in LESSON_9_NAMES.items():
@@ -206,6 +226,8 @@ def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], m
             published = PUBLISHED_GPT4O.get(defense, {}).get(measure)
             cells = [f"{published:.1%}" if published is not None else "–",
                      _cell(getattr(ours[name], field_name)) if name in ours else "–"]
+            if floor:
+                cells.append(_cell(floor.rates()[measure]) if defense is None else "–")
             for rows in agentdojo.values():
                 row = next((r for r in rows if (r.mode, r.defense) == (mode, defense)), None)
                 cells.append(_cell(row.rates()[measure]) if row else "not run")
