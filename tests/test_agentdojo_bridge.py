@@ -18,6 +18,7 @@ import pytest
 
 agentdojo = pytest.importorskip("agentdojo", reason="AgentDojo is an extra: pip install agentdojo==0.1.35")
 
+import openai  # noqa: E402  (AgentDojo's dependency)
 from agentdojo.attacks.attack_registry import load_attack  # noqa: E402
 from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
 
@@ -37,6 +38,8 @@ class ScriptedServer:
         body = json.loads(request.content)
         self.requests.append(body)
         reply = self.replies.pop(0) if self.replies else {"text": "Done."}
+        if "error" in reply:
+            return httpx.Response(400, json={"error": {"message": reply["error"], "type": "invalid_request_error"}})
         if "call" in reply and self.mode == "native":
             name, arguments = reply["call"]
             message = {"role": "assistant", "content": None, "tool_calls": [
@@ -188,3 +191,17 @@ def test_an_agent_that_does_nothing_passes_the_checks_that_ask_for_nothing(suite
     assert [run.utility for run in row.benign] == [False, True, True]  # 5: the payment is already in the history
     assert not any(run.attack_succeeded or run.injection_seen for run in row.attacked)
     assert row.calls_per_run() == 0 and row.label == "do nothing"
+
+
+@pytest.mark.parametrize("mode", ["native", "prompting"])
+def test_a_conversation_that_outgrows_the_context_ends_the_run_and_is_scored(suite, mode):
+    full = "the prompt is 4154 tokens but num_ctx is 4096; shorten the conversation or raise options.num_ctx"
+    server = ScriptedServer([{"call": ("get_balance", {})}, {"error": full}], mode)
+    agent, transcript = pipeline(mode, client_for(server), MODEL, None, max_iters=5, max_tokens=64)
+    result = run_pair(suite, agent, transcript, "user_task_1")
+    assert result.context_full and not result.utility and result.model_calls == 1 and len(server.requests) == 2
+    assert result.calls == ["get_balance()"] and result.answer == ""
+    other = ScriptedServer([{"error": "tools[0].function.name must be a string"}], mode)
+    agent, transcript = pipeline(mode, client_for(other), MODEL, None, max_iters=5, max_tokens=64)
+    with pytest.raises(openai.BadRequestError, match="must be a string"):
+        run_pair(suite, agent, transcript, "user_task_1")

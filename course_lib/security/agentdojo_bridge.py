@@ -72,11 +72,50 @@ class NativeLLM(OpenAILLM):
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = NO_ENV, messages: Sequence[ChatMessage] = (),
               extra_args: dict | None = None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
         tools = [_function_to_openai(tool) for tool in runtime.functions.values()]
-        completion = self.client.chat.completions.create(
-            model=self.model, messages=[_message_to_openai(m, self.model) for m in messages],
-            tools=tools or openai.NOT_GIVEN, temperature=self.temperature, max_tokens=self.max_tokens)
+        try:
+            completion = self.client.chat.completions.create(
+                model=self.model, messages=[_message_to_openai(m, self.model) for m in messages],
+                tools=tools or openai.NOT_GIVEN, temperature=self.temperature, max_tokens=self.max_tokens)
+        except openai.BadRequestError as error:
+            if not context_is_full(error):
+                raise
+            return ended_by_full_context(query, runtime, env, messages, extra_args)
         reply = _openai_to_assistant_message(completion.choices[0].message)
         return query, runtime, env, [*messages, reply], extra_args or {}
+
+
+class PromptingLLM(LocalLLM):
+    """AgentDojo's prompting-based element, ending the run when the context is full.
+
+    ``LocalLLM`` turns any error of the request into an empty answer (it prints
+    ``[debug] error``); here an error is raised instead, unless it says the context is full."""
+
+    client: PromptingClient
+
+    def query(self, query: str, runtime: FunctionsRuntime, env: Env = NO_ENV, messages: Sequence[ChatMessage] = (),
+              extra_args: dict | None = None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+        self.client.error = None
+        answered = super().query(query, runtime, env, messages, extra_args or {})
+        if self.client.error is None:
+            return answered
+        if isinstance(self.client.error, openai.BadRequestError) and context_is_full(self.client.error):
+            return ended_by_full_context(query, runtime, env, messages, extra_args)
+        raise self.client.error
+
+
+def context_is_full(error: openai.BadRequestError) -> bool:
+    """Whether a 400 says the conversation is longer than the server's context (``num_ctx`` on
+    this server and Ollama, "context" on vLLM's and llama.cpp's)."""
+    said = f"{error.message} {error.body}"
+    return "num_ctx" in said or "context" in said.lower()
+
+
+def ended_by_full_context(query: str, runtime: FunctionsRuntime, env: Env, messages: Sequence[ChatMessage],
+                          extra_args: dict | None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
+    """The run ends as it stands, with an empty last answer and ``context_full`` in
+    ``extra_args``, and AgentDojo scores it."""
+    reply: ChatMessage = {"role": "assistant", "content": [text_content_block_from_string("")], "tool_calls": None}
+    return query, runtime, env, [*messages, reply], {**(extra_args or {}), "context_full": True}
 
 
 class PromptingClient:
@@ -92,10 +131,15 @@ class PromptingClient:
     def __init__(self, client: openai.OpenAI, max_tokens: int) -> None:
         self.client, self.max_tokens = client, max_tokens
         self.chat = self.completions = self
+        self.error: openai.APIError | None = None  # the last request's error, which LocalLLM would swallow
 
     def create(self, **request: Any) -> Any:
         request["messages"] = [{**m, "role": "user"} if m["role"] == "tool" else m for m in request["messages"]]
-        return self.client.chat.completions.create(**request, max_tokens=self.max_tokens)
+        try:
+            return self.client.chat.completions.create(**request, max_tokens=self.max_tokens)
+        except openai.APIError as error:
+            self.error = error
+            raise
 
 
 class DoNothing(BasePipelineElement):
@@ -137,10 +181,11 @@ class Transcript(BasePipelineElement):
     """Keeps the messages of the last run that passed through it."""
 
     messages: list[ChatMessage] = field(default_factory=list)
+    context_full: bool = False  # the run ended because the conversation outgrew the context
 
     def query(self, query: str, runtime: FunctionsRuntime, env: Env = NO_ENV, messages: Sequence[ChatMessage] = (),
               extra_args: dict | None = None) -> tuple[str, FunctionsRuntime, Env, Sequence[ChatMessage], dict]:
-        self.messages = list(messages)
+        self.messages, self.context_full = list(messages), bool((extra_args or {}).get("context_full"))
         return query, runtime, env, messages, extra_args or {}
 
     def saw(self, texts: Sequence[str]) -> bool:
@@ -159,7 +204,7 @@ def llm_element(mode: Mode, client: openai.OpenAI, model: str, max_tokens: int =
     """The model as a pipeline element: native tool calls, or AgentDojo's prompting format."""
     if mode == "native":
         return NativeLLM(client, model, max_tokens)
-    llm = LocalLLM(PromptingClient(client, max_tokens), model, temperature=0.0)
+    llm = PromptingLLM(PromptingClient(client, max_tokens), model, temperature=0.0)
     llm.name = model
     return llm
 
@@ -200,8 +245,9 @@ def run_pair(suite: Any, agent: AgentPipeline, transcript: Transcript, user_task
     utility, security = suite.run_task_with_pipeline(agent, task, goal, injections)
     replies = [m for m in transcript.messages if m["role"] == "assistant"]
     return PairResult(user_task, injection_task, bool(utility), bool(security) if goal is not None else None,
-                      transcript.saw(list(injections.values())) if goal is not None else None, len(replies),
-                      round(time.perf_counter() - started, 1),
+                      transcript.saw(list(injections.values())) if goal is not None else None,
+                      len(replies) - transcript.context_full, round(time.perf_counter() - started, 1),
                       [f"{call.function}({', '.join(f'{k}={v!r}' for k, v in call.args.items())})"
                        for m in replies for call in m["tool_calls"] or []],
-                      get_text_content_as_str(replies[-1]["content"] or []) if replies else "")
+                      get_text_content_as_str(replies[-1]["content"] or []) if replies else "",
+                      transcript.context_full)

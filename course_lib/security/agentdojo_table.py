@@ -73,6 +73,7 @@ class PairResult:
     seconds: float
     calls: list[str] = field(default_factory=list)  # the tools the model called, as name(arguments)
     answer: str = ""  # the model's last text
+    context_full: bool = False  # the run ended when the conversation outgrew the server's context
 
 
 @dataclass
