@@ -205,3 +205,23 @@ def test_a_conversation_that_outgrows_the_context_ends_the_run_and_is_scored(sui
     agent, transcript = pipeline(mode, client_for(other), MODEL, None, max_iters=5, max_tokens=64)
     with pytest.raises(openai.BadRequestError, match="must be a string"):
         run_pair(suite, agent, transcript, "user_task_1")
+
+
+def test_side_by_side_puts_each_source_in_its_column():
+    from types import SimpleNamespace
+
+    from course_lib.experiments import Rate
+    from course_lib.security.agentdojo_table import PairResult, Row, side_by_side
+
+    lesson_9 = [SimpleNamespace(defense="no defense", benign_utility=Rate(4, 12), attack_success=Rate(5, 60))]
+    benign = [PairResult(f"user_task_{n}", None, n < 1, None, None, 1, 1.0) for n in range(4)]
+    attacked = [PairResult(f"user_task_{n}", "injection_task_7", False, n < 2, True, 1, 1.0) for n in range(4)]
+    floor = Row("do nothing", None, benign=benign[:2], attacked=[])
+    text = side_by_side(lesson_9, {"tiny": [Row("native", None, benign, attacked)]}, floor)
+    lines = text.splitlines()
+    assert lines[0] == ("| defense | measure | GPT-4o, AgentDojo (published) | lesson 9's table, 0.5B | "
+                        "AgentDojo banking, an agent that does nothing | AgentDojo banking, tiny (native) |")
+    assert lines[2] == "| no defense | benign utility | 69.0% | 33% [14%, 61%] (4/12) | 50% [9%, 91%] (1/2) | " \
+                       "25% [5%, 70%] (1/4) |"
+    assert lines[3].startswith("| no defense | attack success | 47.7% | 8% [4%, 18%] (5/60) | – | 50% [15%, 85%] (2/4)")
+    assert "| spotlighting | attack success | 41.7% | – | – | not run |" in lines
