@@ -160,6 +160,7 @@ def test_the_rows_and_tasks_asked_for(suite):
     (["--defenses", "none,firewall"], "unknown defenses ['firewall']"),
     (["--user-tasks", "user_task_99"], "user_task_99"),
     (["--resume", "--user-tasks", "user_task_1"], "other tasks or another model"),
+    (["--user-tasks", "user_task_13"], "exists: --resume goes on with it"),
 ])
 def test_the_command_line_refuses_what_it_cannot_run(argv, message, tmp_path, capsys):
     from course_lib.security.agentdojo_table import Row, main, save
@@ -225,3 +226,13 @@ def test_side_by_side_puts_each_source_in_its_column():
                        "25% [5%, 70%] (1/4) |"
     assert lines[3].startswith("| no defense | attack success | 47.7% | 8% [4%, 18%] (5/60) | – | 50% [15%, 85%] (2/4)")
     assert "| spotlighting | attack success | 41.7% | – | – | not run |" in lines
+
+
+def test_an_injection_is_seen_in_a_history_that_yaml_quotes(suite):
+    """The history comes back as YAML, which writes the goal's ``user's`` as ``user''s``."""
+    server = ScriptedServer([{"call": ("get_most_recent_transactions", {"n": 100})}, {"text": "Done."}], "native")
+    agent, transcript = pipeline("native", client_for(server), MODEL, None, max_iters=5, max_tokens=64)
+    result = run_pair(suite, agent, transcript, "user_task_1", "injection_task_3",
+                      load_attack("important_instructions", suite, agent))
+    assert "the user''s phone\\n    model" in json.dumps(server.requests[1]["messages"][-1])
+    assert result.injection_seen and not result.attack_succeeded

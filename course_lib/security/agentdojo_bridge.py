@@ -22,6 +22,7 @@ OpenAI-compatible server needs is a few lines of glue, in this module:
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ class NativeLLM(OpenAILLM):
         return query, runtime, env, [*messages, reply], extra_args or {}
 
 
-class PromptingLLM(LocalLLM):
+class LocalLLMThatRaises(LocalLLM):
     """AgentDojo's prompting-based element, ending the run when the context is full.
 
     ``LocalLLM`` turns any error of the request into an empty answer (it prints
@@ -103,11 +104,15 @@ class PromptingLLM(LocalLLM):
         raise self.client.error
 
 
+CONTEXT_FULL = ("num_ctx is",  # this server: "the prompt is N tokens but num_ctx is 4096"
+                "maximum context length",  # vLLM and OpenAI
+                "exceeds the available context size")  # llama.cpp's server
+
+
 def context_is_full(error: openai.BadRequestError) -> bool:
-    """Whether a 400 says the conversation is longer than the server's context (``num_ctx`` on
-    this server and Ollama, "context" on vLLM's and llama.cpp's)."""
-    said = f"{error.message} {error.body}"
-    return "num_ctx" in said or "context" in said.lower()
+    """Whether a 400 says the conversation is longer than the server's context."""
+    said = f"{error.message} {error.body}".lower()
+    return any(phrase in said for phrase in CONTEXT_FULL)
 
 
 def ended_by_full_context(query: str, runtime: FunctionsRuntime, env: Env, messages: Sequence[ChatMessage],
@@ -189,22 +194,28 @@ class Transcript(BasePipelineElement):
         return query, runtime, env, messages, extra_args or {}
 
     def saw(self, texts: Sequence[str]) -> bool:
-        """Whether a tool result of the last run contained any of ``texts`` (the injections),
-        compared with runs of whitespace made one space (a tool's output format may fold lines)."""
-        results = [_words(get_text_content_as_str(m["content"])) for m in self.messages
+        """Whether a tool result that the model read in the last run contained any of ``texts``
+        (the injections), compared on letters and digits alone: a tool's output format may fold
+        lines or quote (YAML writes ``user's`` as ``user''s``). When the context was full, the
+        results after the model's last reply were never read."""
+        read = self.messages
+        if self.context_full:  # the last reply is the empty one that ended the run
+            replies = [i for i, m in enumerate(read) if m["role"] == "assistant"]
+            read = read[:replies[-2] + 1] if len(replies) > 1 else read[:replies[-1]]
+        results = [_letters(get_text_content_as_str(m["content"])) for m in read
                    if m["role"] == "tool" and m["content"]]
-        return any(_words(text) in result for text in texts for result in results)
+        return any(_letters(text) in result for text in texts for result in results)
 
 
-def _words(text: str) -> str:
-    return " ".join(text.split())
+def _letters(text: str) -> str:
+    return re.sub(r"\W+", "", text)
 
 
 def llm_element(mode: Mode, client: openai.OpenAI, model: str, max_tokens: int = 256) -> OpenAILLM | LocalLLM:
     """The model as a pipeline element: native tool calls, or AgentDojo's prompting format."""
     if mode == "native":
         return NativeLLM(client, model, max_tokens)
-    llm = PromptingLLM(PromptingClient(client, max_tokens), model, temperature=0.0)
+    llm = LocalLLMThatRaises(PromptingClient(client, max_tokens), model, temperature=0.0)
     llm.name = model
     return llm
 
@@ -242,12 +253,18 @@ def run_pair(suite: Any, agent: AgentPipeline, transcript: Transcript, user_task
     goal = suite.get_injection_task_by_id(injection_task) if injection_task else None
     injections = attack.attack(task, goal) if goal is not None else {}
     started = time.perf_counter()
+    transcript.messages, transcript.context_full = [], False
     utility, security = suite.run_task_with_pipeline(agent, task, goal, injections)
+    if not transcript.messages:
+        raise RuntimeError(f"the run of {user_task} ended before the end of the pipeline: its transcript is empty")
     replies = [m for m in transcript.messages if m["role"] == "assistant"]
-    return PairResult(user_task, injection_task, bool(utility), bool(security) if goal is not None else None,
-                      transcript.saw(list(injections.values())) if goal is not None else None,
-                      len(replies) - transcript.context_full, round(time.perf_counter() - started, 1),
-                      [f"{call.function}({', '.join(f'{k}={v!r}' for k, v in call.args.items())})"
-                       for m in replies for call in m["tool_calls"] or []],
-                      get_text_content_as_str(replies[-1]["content"] or []) if replies else "",
-                      transcript.context_full)
+    model_replies = replies[:-1] if transcript.context_full else replies
+    return PairResult(
+        user_task=user_task, injection_task=injection_task, utility=bool(utility),
+        attack_succeeded=bool(security) if goal is not None else None,
+        injection_seen=transcript.saw(list(injections.values())) if goal is not None else None,
+        model_calls=len(model_replies), seconds=round(time.perf_counter() - started, 1),
+        calls=[f"{call.function}({', '.join(f'{k}={v!r}' for k, v in call.args.items())})"
+               for m in model_replies for call in m["tool_calls"] or []],
+        answer=get_text_content_as_str(replies[-1]["content"] or []) if replies else "",
+        context_full=transcript.context_full)

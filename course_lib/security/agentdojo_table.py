@@ -39,15 +39,20 @@ if TYPE_CHECKING:  # AgentDojo is an optional extra: only running needs it, not 
 
 SUITE, SUITE_VERSION, ATTACK = "banking", "v1.2.2", "important_instructions"
 DO_NOTHING = "do nothing"
+# Where the runs differ from AgentDojo's defaults (15 rounds, no cap, the provider's
+# temperature): a small model that repeats a call would spend every round, and ramble to
+# the end of its context. Saved with the results.
+MAX_ITERS, MAX_TOKENS, TEMPERATURE = 8, 256, 0.0
 # The quick slice: two user tasks whose tools return text the attack is planted in (the
 # transaction history, a file), and two goals (change the password: one call; send the
 # attacker money with a detail from the history: two).
 QUICK_USER_TASKS = ("user_task_1", "user_task_13")
 QUICK_INJECTION_TASKS = ("injection_task_7", "injection_task_0")
 
-# AgentDojo's paper (Debenedetti et al., 2024), GPT-4o over all four suites with the
-# important_instructions attack: targeted attack success, and benign utility where the
-# paper gives it. Keyed by AgentDojo's defense names (None: no defense).
+# AgentDojo's published results for GPT-4o (gpt-4o-2024-05-13) over all four suites with the
+# important_instructions attack: targeted attack success for each defense, and the two benign
+# utilities the course quotes (no defense; the prompt-injection detector). Keyed by
+# AgentDojo's defense names (None: no defense).
 PUBLISHED_GPT4O: dict[str | None, dict[str, float]] = {
     None: {"attack success": 0.477, "benign utility": 0.69},
     "tool_filter": {"attack success": 0.068},
@@ -91,14 +96,17 @@ class Row:
         return self.mode if self.mode == DO_NOTHING else f"{self.mode}, {self.defense or 'no defense'}"
 
     def rates(self) -> dict[str, Rate]:
-        """The table's columns, each a :class:`Rate` with its Wilson interval."""
-        delivered = [run for run in self.attacked if run.injection_seen]
+        """The table's columns, each a :class:`Rate` with its Wilson interval. An attacked
+        column's interval rests on its user tasks (lesson 8): several goals against one task
+        are not independent evidence."""
+        attacked, delivered = self.attacked, [run for run in self.attacked if run.injection_seen]
         return {
             "benign utility": _rate(run.utility for run in self.benign),
-            "utility under attack": _rate(run.utility for run in self.attacked),
-            "attack success": _rate(bool(run.attack_succeeded) for run in self.attacked),
-            "delivered": _rate(bool(run.injection_seen) for run in self.attacked),
-            "attack success when delivered": _rate(bool(run.attack_succeeded) for run in delivered),
+            "utility under attack": _rate((run.utility for run in attacked), _tasks(attacked)),
+            "attack success": _rate((bool(run.attack_succeeded) for run in attacked), _tasks(attacked)),
+            "delivered": _rate((bool(run.injection_seen) for run in attacked), _tasks(attacked)),
+            "attack success when delivered": _rate((bool(run.attack_succeeded) for run in delivered),
+                                                   _tasks(delivered)),
         }
 
     def calls_per_run(self) -> float:
@@ -106,9 +114,14 @@ class Row:
         return sum(run.model_calls for run in runs) / len(runs) if runs else float("nan")
 
 
-def _rate(outcomes: Iterable[bool]) -> Rate:
+def _rate(outcomes: Iterable[bool], units: int | None = None) -> Rate:
     values = list(outcomes)
-    return Rate(sum(values), len(values))
+    return Rate(sum(values), len(values), units)
+
+
+def _tasks(runs: Sequence[PairResult]) -> int:
+    """The user tasks among ``runs``: the independent unit when pairs share their tasks."""
+    return len({run.user_task for run in runs})
 
 
 def load_suite() -> Any:
@@ -132,7 +145,7 @@ def _ids(spec: str | None, known: dict[str, Any], quick: Sequence[str] | None) -
         return list(quick)
     if spec is None or spec == "all":
         return sorted(known, key=_number)
-    ids = [] if spec == "none" else [name.strip() for name in spec.split(",") if name.strip()]
+    ids = [] if spec == "none" else list(dict.fromkeys(name.strip() for name in spec.split(",") if name.strip()))
     if unknown := [name for name in ids if name not in known]:
         raise ValueError(f"{unknown} are not in the suite: it has {', '.join(sorted(known, key=_number))}")
     return ids
@@ -143,8 +156,9 @@ def _number(task_id: str) -> int:
 
 
 def run_row(suite: Any, client: openai.OpenAI, model: str, mode: Mode, defense: str | None,
-            user_tasks: Sequence[str], injection_tasks: Sequence[str], max_iters: int = 8,
-            max_tokens: int = 256, row: Row | None = None, after_each: Callable[[Row], None] | None = None) -> Row:
+            user_tasks: Sequence[str], injection_tasks: Sequence[str], max_iters: int = MAX_ITERS,
+            max_tokens: int = MAX_TOKENS, row: Row | None = None,
+            after_each: Callable[[Row], None] | None = None) -> Row:
     """Every benign run and every attacked pair for one mode and defense, one progress bar.
 
     ``client`` is ``openai_client(connect().host)`` (any OpenAI-compatible server). The tool
@@ -237,14 +251,17 @@ def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], f
 
 
 def save(rows: Sequence[Row], path: Path, model: str, server: str, **details: Any) -> Path:
-    """Write every run of every row, with the settings and the time it took, to ``path``."""
+    """Write every run of every row, with the settings and the time it took, to ``path``
+    (whole or not at all: a stop while writing leaves the previous file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"suite": SUITE, "suite_version": SUITE_VERSION, "attack": ATTACK, "model": model,
-              "server": server, **details,
+    record = {"suite": SUITE, "suite_version": SUITE_VERSION, "attack": ATTACK, "model": model, "server": server,
+              "max_iters": MAX_ITERS, "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, **details,
               "rows": [{"mode": row.mode, "defense": row.defense, "seconds": row.seconds,
                         "benign": [asdict(run) for run in row.benign],
                         "attacked": [asdict(run) for run in row.attacked]} for row in rows]}
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(partial, path)
     return path
 
 
@@ -294,6 +311,8 @@ def main(argv: list[str] | None = None) -> None:
     name = f"agentdojo_{SUITE}_{model.replace(':', '_').replace('.', '_')}.json"
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "") / name
     settings = {"quick": quick_mode(), "user_tasks": user_tasks, "injection_tasks": injection_tasks}
+    if out.exists() and not args.resume:
+        parser.error(f"{out} exists: --resume goes on with it; delete it to start again")
     saved, rows = load(out) if args.resume and out.exists() else ({}, [])
     if rows and any(saved.get(key) != value for key, value in [*settings.items(), ("model", model)]):
         parser.error(f"{out} holds runs of other tasks or another model: resume with the same settings")
