@@ -115,9 +115,12 @@ def test_defenses_are_agentdojos_own(suite):
         assert agent.name == f"local-native-{defense}"
     agent, transcript = pipeline("native", client_for(server), MODEL, "tool_filter")
     run_pair(suite, agent, transcript, "user_task_13")
-    filtered = server.requests[-1]
+    question, filtered = server.requests[-2:]
     assert sorted(tool["function"]["name"] for tool in filtered["tools"]) == ["get_balance", "read_file"]
-    assert re.search(r"tool", json.dumps(server.requests[-2]))  # the filter's own question came first
+    # the filter's own question came first: every tool offered, none to be called, and capped like the model
+    assert re.search(r"tool", json.dumps(question["messages"][-1])) and len(question["tools"]) == len(suite.tools)
+    assert question["tool_choice"] == "none" and question["max_tokens"] == filtered["max_tokens"] == 256
+    assert question["temperature"] == 0
     with pytest.raises(ValueError, match="native"):
         pipeline("prompting", client_for(server), MODEL, "tool_filter")
 

@@ -12,6 +12,8 @@ OpenAI-compatible server needs is a few lines of glue, in this module:
 - ``PromptingClient``: the same cap for AgentDojo's prompting-based element (``LocalLLM``,
   which asks for ``<function=name>{...}</function>`` in plain text and parses it itself), and
   its tool results sent as user messages, in one piece.
+- ``CappedClient``: the same cap for the tool filter's own request (which tools does the task
+  need?), which AgentDojo sends without one.
 - ``NoRerun``: AgentDojo reruns a whole task, three times in all, when the last assistant
   message has no text, which is what a loop cut off mid-call leaves; a small model does that
   often, and each rerun costs a full run. The run ends as it is instead.
@@ -41,6 +43,7 @@ try:
         ToolsExecutionLoop,
     )
     from agentdojo.agent_pipeline.llms.openai_llm import (
+        OpenAILLMToolFilter,
         _function_to_openai,
         _message_to_openai,
         _openai_to_assistant_message,
@@ -123,25 +126,36 @@ def ended_by_full_context(query: str, runtime: FunctionsRuntime, env: Env, messa
     return query, runtime, env, [*messages, reply], {**(extra_args or {}), "context_full": True}
 
 
-class PromptingClient:
-    """Stands in for ``openai.OpenAI`` where ``LocalLLM`` calls ``client.chat.completions.create``.
-
-    It adds ``max_tokens`` (a small model can otherwise ramble to the end of its context), and
-    sends each tool result as a user message. ``LocalLLM`` sends tool results as role ``tool``
-    with no ``tool_call_id``, which this server refuses with a 400, as OpenAI's API does; its
-    own ``tool_delimiter="user"`` would fix that but, in 0.1.35, spells the result one character
-    per paragraph (it iterates over the JSON string as if it were a list of content blocks).
-    """
+class CappedClient:
+    """Stands in for ``openai.OpenAI`` where an AgentDojo element calls
+    ``client.chat.completions.create``, and adds ``max_tokens``: a small model can otherwise
+    ramble to the end of its context."""
 
     def __init__(self, client: openai.OpenAI, max_tokens: int) -> None:
         self.client, self.max_tokens = client, max_tokens
         self.chat = self.completions = self
+
+    def create(self, **request: Any) -> Any:
+        return self.client.chat.completions.create(**request, max_tokens=self.max_tokens)
+
+
+class PromptingClient(CappedClient):
+    """The client of ``LocalLLM``: capped, and each tool result sent as a user message.
+
+    ``LocalLLM`` sends tool results as role ``tool`` with no ``tool_call_id``, which this server
+    refuses with a 400, as OpenAI's API does; its own ``tool_delimiter="user"`` would fix that
+    but, in 0.1.35, spells the result one character per paragraph (it iterates over the JSON
+    string as if it were a list of content blocks).
+    """
+
+    def __init__(self, client: openai.OpenAI, max_tokens: int) -> None:
+        super().__init__(client, max_tokens)
         self.error: openai.APIError | None = None  # the last request's error, which LocalLLM would swallow
 
     def create(self, **request: Any) -> Any:
         request["messages"] = [{**m, "role": "user"} if m["role"] == "tool" else m for m in request["messages"]]
         try:
-            return self.client.chat.completions.create(**request, max_tokens=self.max_tokens)
+            return super().create(**request)
         except openai.APIError as error:
             self.error = error
             raise
@@ -236,6 +250,8 @@ def pipeline(mode: Mode, client: openai.OpenAI, model: str, defense: str | None,
     for element in built.elements:
         if isinstance(element, ToolsExecutionLoop):
             element.max_iters = max_iters
+        if isinstance(element, OpenAILLMToolFilter):  # its question about the tools, capped too
+            element.client = CappedClient(element.client, max_tokens)
     transcript = Transcript()
     built.elements = [*built.elements, NoRerun(), transcript]
     # The important_instructions attack addresses the model by a name it looks up from the
