@@ -217,7 +217,7 @@ def test_side_by_side_puts_each_source_in_its_column():
     from course_lib.experiments import Rate
     from course_lib.security.agentdojo_table import PairResult, Row, side_by_side
 
-    lesson_9 = [SimpleNamespace(defense="no defense", benign_utility=Rate(4, 12), attack_success=Rate(5, 60))]
+    lesson_9 = [SimpleNamespace(defense="no defense", benign_utility=Rate(4, 12), attack_success=Rate(5, 60, 12))]
     benign = [PairResult(f"user_task_{n}", None, n < 1, None, None, 1, 1.0) for n in range(4)]
     attacked = [PairResult(f"user_task_{n}", "injection_task_7", False, n < 2, True, 1, 1.0) for n in range(4)]
     floor = Row("do nothing", None, benign=benign[:2], attacked=[])
@@ -227,7 +227,8 @@ def test_side_by_side_puts_each_source_in_its_column():
                         "AgentDojo banking, an agent that does nothing | AgentDojo banking, tiny (native) |")
     assert lines[2] == "| no defense | benign utility | 69.0% | 33% [14%, 61%] (4/12) | 50% [9%, 91%] (1/2) | " \
                        "25% [5%, 70%] (1/4) |"
-    assert lines[3].startswith("| no defense | attack success | 47.7% | 8% [4%, 18%] (5/60) | – | 50% [15%, 85%] (2/4)")
+    assert lines[3].startswith("| no defense | attack success | 47.7% | 8% [1%, 35%] (5/60 runs of 12 tasks) | – | "
+                               "50% [15%, 85%] (2/4)")
     assert "| spotlighting | attack success | 41.7% | – | – | not run |" in lines
 
 

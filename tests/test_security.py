@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from course_lib.experiments import Rate
 from course_lib.fake_model import ScriptedModel, calls, says
 from course_lib.messages import ToolResult
 from course_lib.security import (
@@ -338,8 +339,9 @@ def test_a_run_stopped_by_a_limit_is_judged_not_crashed():
     assert outcome.stopped_by == "TurnLimitReached" and not outcome.utility and outcome.answer is None
 
 
-def outcome(defense, attacked, utility, succeeded, refused=0, kind="answer", delivered=True):
-    return Outcome(defense, "c", kind, attacked, delivered if attacked else None, utility, succeeded, refused, 0, 2, 0,
+def outcome(defense, attacked, utility, succeeded, refused=0, kind="answer", delivered=True, task="c"):
+    case = f"{task}+goal+template@start" if attacked else task
+    return Outcome(defense, case, kind, attacked, delivered if attacked else None, utility, succeeded, refused, 0, 2, 0,
                    100, 1.0, None, [], "a")
 
 
@@ -354,7 +356,10 @@ def test_the_summary_counts_rates_per_defense_per_kind_and_per_delivery(tmp_path
     assert none.attack_success.successes == 2
     assert (guard.attack_success.successes, guard.attack_success.n, guard.benign_refusals) == (0, 2, 1)
     assert (guard.delivered.successes, guard.delivered.n, guard.attack_success_delivered.n) == (1, 2, 1)
-    assert "guard" in table_text([none, guard])
+    # two attacked runs of one user task: the interval rests on that one task, and the table says so
+    assert (none.attack_success.sample_size, none.attack_success.n) == (1, 2)
+    assert none.attack_success.interval == Rate(1, 1).interval
+    assert "2/2 runs of 1 tasks" in table_text([none, guard])
     saved = json.loads(save_table(outcomes, "scripted", "none", tmp_path).read_text())
     asr = saved["conditions"]["none | attack success (ASR)"]
     assert (asr["successes"], asr["n"]) == (2, 2)
@@ -362,10 +367,11 @@ def test_the_summary_counts_rates_per_defense_per_kind_and_per_delivery(tmp_path
 
 
 def test_claims_follow_the_intervals():
-    base = [outcome("no defense", True, True, True) for _ in range(20)]
-    strong = [outcome("strong", True, True, False) for _ in range(20)]
-    weak = [outcome("weak", True, True, i < 17) for i in range(20)]
-    benign = [outcome(label, False, True, None) for label in ("no defense", "strong", "weak") for _ in range(20)]
+    base = [outcome("no defense", True, True, True, task=f"t{i}") for i in range(20)]
+    strong = [outcome("strong", True, True, False, task=f"t{i}") for i in range(20)]
+    weak = [outcome("weak", True, True, i < 17, task=f"t{i}") for i in range(20)]
+    benign = [outcome(label, False, True, None, task=f"t{i}") for label in ("no defense", "strong", "weak")
+              for i in range(20)]
     rows = summarise(base + strong + weak + benign)
     said = claims(rows)
     assert "strong: attack success" in said[0] and "lower than no defense's" in said[0]

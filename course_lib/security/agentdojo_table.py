@@ -221,8 +221,12 @@ def table_text(rows: Sequence[Row]) -> str:
 
 
 def _cell(rate: Rate) -> str:
+    """``12% [3%, 36%] (2/16)``, or ``(5/60 runs of 12 tasks)`` where the interval rests on fewer tasks than runs."""
+    if not rate.n:
+        return "–"
     low, high = rate.interval
-    return f"{rate.value:.0%} [{low:.0%}, {high:.0%}] ({rate.successes}/{rate.n})" if rate.n else "–"
+    tasks = "" if rate.sample_size == rate.n else f" runs of {rate.sample_size} tasks"
+    return f"{rate.value:.0%} [{low:.0%}, {high:.0%}] ({rate.successes}/{rate.n}{tasks})"
 
 
 def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], floor: Row | None = None,

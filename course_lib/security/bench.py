@@ -220,8 +220,17 @@ class Row:
     tokens_per_run: float
 
 
+def user_task(outcome: Outcome) -> str:
+    """The user task a run belongs to: an attacked case's id starts with its task's."""
+    return outcome.case.split("+", 1)[0]
+
+
 def rate(outcomes: list[Outcome], success: Callable[[Outcome], bool | None]) -> Rate:
-    return Rate(sum(bool(success(o)) for o in outcomes), len(outcomes))
+    """The share of ``outcomes`` that ``success`` counts, with its interval resting on the user
+    tasks: the attacked cases of one task are not independent (an attack that is not delivered
+    leaves the benign run of its task, again), so the cautious unit is the task, as in AgentDojo's
+    table (``agentdojo_table.Row``)."""
+    return Rate(sum(bool(success(o)) for o in outcomes), len(outcomes), len({user_task(o) for o in outcomes}))
 
 
 def summarise(outcomes: list[Outcome]) -> list[Row]:
@@ -249,11 +258,13 @@ def summarise(outcomes: list[Outcome]) -> list[Row]:
 
 
 def cell(rate: Rate) -> str:
-    """A rate as ``23% [12-41] n=30``: the value, its 95% interval and n."""
+    """A rate as ``23% [12-41] n=30``: the value, its 95% interval and n; with ``7/60 runs of 12
+    tasks`` instead of n where the interval rests on fewer tasks than runs."""
     if rate.n == 0:
         return "- (n=0)"
     low, high = rate.interval
-    return f"{rate.value:4.0%} [{low:3.0%}-{high:3.0%}] n={rate.n}"
+    n = f"n={rate.n}" if rate.sample_size == rate.n else f"{rate.successes}/{rate.n} runs of {rate.sample_size} tasks"
+    return f"{rate.value:4.0%} [{low:3.0%}-{high:3.0%}] {n}"
 
 
 COLUMNS = [("benign utility", "benign_utility"), ("  answer tasks", "benign_utility_answer"),
@@ -279,15 +290,18 @@ def table_markdown(rows: list[Row]) -> str:
             return "-"
         low, high = rate.interval
         return f"{rate.value:.0%} [{low * 100:.0f}, {high * 100:.0f}]"
+
+    def n(rate: Rate) -> str:
+        return f"n = {rate.n}" if rate.sample_size == rate.n else f"{rate.n} runs of {rate.sample_size} tasks"
     first = rows[0]
-    header = (f"| defense | benign utility (n = {first.benign_utility.n}) | answer tasks (n = "
-              f"{first.benign_utility_answer.n}) | act tasks (n = {first.benign_utility_act.n}) | utility under attack "
-              f"(n = {first.utility_under_attack.n}) | attack success (n = {first.attack_success.n}) | delivered | "
-              f"attack success when delivered | model calls per run |")
+    header = (f"| defense | benign utility ({n(first.benign_utility)}) "
+              f"| answer tasks ({n(first.benign_utility_answer)}) | act tasks ({n(first.benign_utility_act)}) "
+              f"| utility under attack ({n(first.utility_under_attack)}) | attack success ({n(first.attack_success)}) "
+              f"| delivered | attack success when delivered | model calls per run |")
     lines = [header, "|" + " --- |" * 9]
     lines += [f"| {r.defense} | {short(r.benign_utility)} | {short(r.benign_utility_answer)} | "
               f"{short(r.benign_utility_act)} | {short(r.utility_under_attack)} | {short(r.attack_success)} | "
-              f"{short(r.delivered)} | {short(r.attack_success_delivered)} (n = {r.attack_success_delivered.n}) | "
+              f"{short(r.delivered)} | {short(r.attack_success_delivered)} ({n(r.attack_success_delivered)}) | "
               f"{r.calls_per_run:.1f} |" for r in rows]
     return "\n".join(lines)
 
