@@ -220,17 +220,12 @@ class Row:
     tokens_per_run: float
 
 
-def user_task(outcome: Outcome) -> str:
-    """The user task a run belongs to: an attacked case's id starts with its task's."""
-    return outcome.case.split("+", 1)[0]
-
-
 def rate(outcomes: list[Outcome], success: Callable[[Outcome], bool | None]) -> Rate:
     """The share of ``outcomes`` that ``success`` counts, with its interval resting on the user
     tasks: the attacked cases of one task are not independent (an attack that is not delivered
     leaves the benign run of its task, again), so the cautious unit is the task, as in AgentDojo's
     table (``agentdojo_table.Row``)."""
-    return Rate(sum(bool(success(o)) for o in outcomes), len(outcomes), len({user_task(o) for o in outcomes}))
+    return Rate(sum(bool(success(o)) for o in outcomes), len(outcomes), len({Case.task_of(o.case) for o in outcomes}))
 
 
 def summarise(outcomes: list[Outcome]) -> list[Row]:

@@ -80,6 +80,11 @@ class Case:
             return self.task.id
         return f"{self.task.id}+{self.injection.id}+{self.attack}@{self.position}"
 
+    @staticmethod
+    def task_of(case_id: str) -> str:
+        """The user task's id in a case's ``id``: its part before the first ``+``."""
+        return case_id.split("+", 1)[0]
+
 
 @dataclass
 class Scenarios:
