@@ -221,15 +221,18 @@ def test_side_by_side_puts_each_source_in_its_column():
     benign = [PairResult(f"user_task_{n}", None, n < 1, None, None, 1, 1.0) for n in range(4)]
     attacked = [PairResult(f"user_task_{n}", "injection_task_7", False, n < 2, True, 1, 1.0) for n in range(4)]
     floor = Row("do nothing", None, benign=benign[:2], attacked=[])
-    text = side_by_side(lesson_9, {"tiny": [Row("native", None, benign, attacked)]}, floor)
-    lines = text.splitlines()
+    rows = {"tiny": [Row("native", None, benign, attacked)],
+            "small": [Row("native", None, benign, []),
+                      Row("prompting", "spotlighting_with_delimiting", benign, attacked)]}
+    lines = side_by_side(lesson_9, rows, floor).splitlines()
     assert lines[0] == ("| defense | measure | GPT-4o, AgentDojo (published) | lesson 9's table, 0.5B | "
-                        "AgentDojo banking, an agent that does nothing | AgentDojo banking, tiny (native) |")
+                        "AgentDojo banking, an agent that does nothing | AgentDojo banking, tiny (native) | "
+                        "AgentDojo banking, small (native) | AgentDojo banking, small (prompting) |")
     assert lines[2] == "| no defense | benign utility | 69.0% | 33% [14%, 61%] (4/12) | 50% [9%, 91%] (1/2) | " \
-                       "25% [5%, 70%] (1/4) |"
+                       "25% [5%, 70%] (1/4) | 25% [5%, 70%] (1/4) | not run |"
     assert lines[3].startswith("| no defense | attack success | 47.7% | 8% [1%, 35%] (5/60 runs of 12 tasks) | – | "
                                "50% [15%, 85%] (2/4)")
-    assert "| spotlighting | attack success | 41.7% | – | – | not run |" in lines
+    assert "| spotlighting | attack success | 41.7% | – | – | not run | not run | 50% [15%, 85%] (2/4) |" in lines
 
 
 def test_an_injection_is_seen_in_a_history_that_yaml_quotes(suite):

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # AgentDojo is an optional extra: only running needs it, not 
     from .agentdojo_bridge import Mode
 
 SUITE, SUITE_VERSION, ATTACK = "banking", "v1.2.2", "important_instructions"
+MODES: tuple[Mode, ...] = ("native", "prompting")
 DO_NOTHING = "do nothing"
 # Where the runs differ from AgentDojo's defaults (15 rounds, no cap, the provider's
 # temperature): a small model that repeats a call would spend every round, and ramble to
@@ -229,16 +230,18 @@ def _cell(rate: Rate) -> str:
     return f"{rate.value:.0%} [{low:.0%}, {high:.0%}] ({rate.successes}/{rate.n}{tasks})"
 
 
-def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], floor: Row | None = None,
-                 mode: Mode = "native") -> str:
+def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], floor: Row | None = None) -> str:
     """A Markdown table: per defense, benign utility and attack success as AgentDojo published
     them for GPT-4o, as lesson 9's table measured them (``lesson_9``: its ``summarise`` rows),
     as AgentDojo's banking suite scores an agent that does nothing (``floor``), and as it
-    measured each model in ``agentdojo`` (saved rows, by model)."""
+    measured each model in ``agentdojo`` (saved rows, by model): a column for each model and
+    mode it was run in."""
     ours = {row.defense: row for row in lesson_9}
+    columns = [(model, mode) for model, rows in agentdojo.items() for mode in MODES
+               if any(row.mode == mode for row in rows)]
     header = ["defense", "measure", "GPT-4o, AgentDojo (published)", "lesson 9's table, 0.5B",
               *(["AgentDojo banking, an agent that does nothing"] if floor else []),
-              *(f"AgentDojo banking, {model} ({mode})" for model in agentdojo)]
+              *(f"AgentDojo banking, {model} ({mode})" for model, mode in columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for defense, name in LESSON_9_NAMES.items():
         for measure, field_name in [("benign utility", "benign_utility"), ("attack success", "attack_success")]:
@@ -247,8 +250,8 @@ def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], f
                      _cell(getattr(ours[name], field_name)) if name in ours else "–"]
             if floor:
                 cells.append(_cell(floor.rates()[measure]) if defense is None else "–")
-            for rows in agentdojo.values():
-                row = next((r for r in rows if (r.mode, r.defense) == (mode, defense)), None)
+            for model, mode in columns:
+                row = next((r for r in agentdojo[model] if (r.mode, r.defense) == (mode, defense)), None)
                 cells.append(_cell(row.rates()[measure]) if row else "not run")
             lines.append(f"| {name} | {measure} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -300,9 +303,9 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["COURSE_QUICK"] = "1"
     modes: list[Mode] = []
     for name in filter(None, (mode.strip() for mode in args.modes.split(","))):
-        if name not in ("native", "prompting"):
+        if name not in MODES:
             parser.error(f"unknown mode {name!r}: the modes are native and prompting")
-        modes.append("native" if name == "native" else "prompting")
+        modes.append(next(mode for mode in MODES if mode == name))
     defenses = [None if name == "none" else name for name in filter(None, map(str.strip, args.defenses.split(",")))]
     if unknown := [name for name in defenses if name not in DEFENSES]:
         parser.error(f"unknown defenses {unknown}: the defenses are none, {', '.join(d for d in DEFENSES if d)}")
