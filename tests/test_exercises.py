@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_grading import SOLVED_ALONE
+from test_grading import SEVERAL_EXERCISES
 
 from course_lib.exercises import STUB, build, strip_solutions
 
@@ -45,10 +45,10 @@ def test_every_exercise_notebook_has_checks_and_no_solution(path):
 
 
 # Each check failing on the stub is proven by running the notebooks. tests/test_grading.py's
-# test_each_exercise_passes_on_its_own runs every unsolved exercise's check beside a solved one
-# and requires "not attempted" (its check raised the stub's NotImplementedError); the notebooks
-# it leaves out (those with one exercise) are run here, unsolved.
-ONE_EXERCISE = [path for path in EXERCISES if path.name not in {solution.name for solution, _ in SOLVED_ALONE}]
+# test_each_exercise_fails_unsolved_and_passes_on_its_own runs every check of a notebook with
+# several exercises on its stub; the notebooks it leaves out (those with one exercise) are run
+# here, unsolved.
+ONE_EXERCISE = [path for path in EXERCISES if path.name not in {solution.name for solution in SEVERAL_EXERCISES}]
 
 
 @pytest.mark.model

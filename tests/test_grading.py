@@ -1,10 +1,11 @@
 """Grading: exercises mapped from headings, a small class graded row by row, and proof
-that every exercise can be passed on its own."""
+that every exercise can be passed on its own and every check can fail."""
 
 from __future__ import annotations
 
 import copy
 import csv
+import os
 import re
 import shutil
 import time
@@ -15,7 +16,7 @@ import pytest
 
 from course_lib.exercises import STUB
 from course_lib.gradebook import FIELDS, grade_class
-from course_lib.grading import Result, format_report, grade, sections
+from course_lib.grading import Result, format_report, sections
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
@@ -129,25 +130,59 @@ def test_a_small_class_is_graded_row_by_row(tmp_path):
     assert "| 06 | 1 · A canonical key | 3 of 7 (43%) | 1 | 1 | 2 |" in summary
 
 
-# A notebook with one exercise is left out: solved alone it is the solution notebook, which
-# nbval runs (solutions/), and unsolved it is run by tests/test_exercises.py.
-SOLVED_ALONE = [(path, part.number) for path in SOLUTIONS for parts in [sections(read(path))] if len(parts) > 2
-                for part in parts[1:]]
+# A notebook with one exercise is left out: solved, it is the solution notebook, which nbval
+# runs (solutions/), and unsolved it is run by tests/test_exercises.py.
+SEVERAL_EXERCISES = [path for path in SOLUTIONS if len(sections(read(path))) > 2]
+
+
+def last_to_first(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The setup, then for each exercise from the last to the first: its unsolved cells (from
+    ``exercise``), then its solved ones (from ``solution``). Every cell is tagged
+    ``metadata.expect``: "fail" for a check of an unsolved exercise, "pass" for the solution's
+    cells and checks, None for the rest."""
+    notebook = copy.deepcopy(solution)
+    unsolved = {part.number: part for part in sections(exercise)}
+    parts = sections(solution)
+    notebook.cells = []
+    for part in [parts[0], *reversed(parts[1:])]:
+        versions = [(part, "pass")] if part.number == 0 else [(unsolved[part.number], "fail"), (part, "pass")]
+        for version, expect in versions:
+            for cell in map(copy.deepcopy, version.code):
+                cell.outputs, cell.execution_count = [], None
+                is_check = cell.source.startswith("# CHECK")
+                cell.metadata["expect"] = expect if is_check or expect == "pass" else None
+                notebook.cells.append(cell)
+    return notebook
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("path,number", SOLVED_ALONE, ids=[f"{p.stem[:2]}-{n}" for p, n in SOLVED_ALONE])
-def test_each_exercise_passes_on_its_own(path, number, url, tmp_path):
-    """With only exercise ``number`` solved, it passes and every other one is not attempted:
-    its check raised the stub's NotImplementedError, so each check fails on its stub."""
-    folder = tmp_path / "exercises"
-    folder.mkdir()
+@pytest.mark.parametrize("path", SEVERAL_EXERCISES, ids=[p.name for p in SEVERAL_EXERCISES])
+def test_each_exercise_fails_unsolved_and_passes_on_its_own(path, url, tmp_path):
+    """In one kernel, the exercises from the last to the first: each check fails on the stub,
+    then passes on the solution. An exercise that used what an earlier exercise made would fail
+    here (the earlier one has not run yet); one that used a later exercise fails in the solution
+    notebook's own order, which nbval runs (solutions/). So each exercise passes on its own, and
+    each check can fail: what grading one exercise at a time would show, without a kernel for each."""
+    from nbclient import NotebookClient
+
     (tmp_path / "data").symlink_to(ROOT / "data", target_is_directory=True)
-    nbformat.write(solved(read(ROOT / "exercises" / path.name), read(path), {number}), folder / path.name)
-    results = grade(folder / path.name, folder, model_url=url, cell_timeout=600)
-    got = {result.exercise: (result.status, result.message) for result in results}
-    want = {result.exercise: ("passed" if result.exercise == number else "not attempted", "") for result in results}
-    assert got == want
+    (tmp_path / "exercises").mkdir()
+    notebook = last_to_first(read(ROOT / "exercises" / path.name), read(path))
+    env = {key: value for key, value in os.environ.items() if key != "COURSE_EMBEDDED"}
+    client = NotebookClient(notebook, timeout=600, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path / "exercises")}})
+    with client.setup_kernel(env={**env, "OLLAMA_HOST": url}):
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index)
+
+    def error(cell) -> str | None:
+        return next((f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"), None)
+
+    expected = [(cell.source.splitlines()[0], cell.metadata["expect"], error(cell)) for cell in notebook.cells]
+    passing_unsolved = [first for first, expect, failure in expected if expect == "fail" and not failure]
+    failing_solved = [(first, failure) for first, expect, failure in expected if expect == "pass" and failure]
+    assert not passing_unsolved, f"these checks pass without a solution, so they cannot fail: {passing_unsolved}"
+    assert not failing_solved, f"these cells fail, with the exercises before them not yet run: {failing_solved}"
 
 
 def names(cells: list) -> tuple[set[str], set[str]]:
