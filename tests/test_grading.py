@@ -16,7 +16,7 @@ import pytest
 
 from course_lib.exercises import STUB
 from course_lib.gradebook import FIELDS, grade_class
-from course_lib.grading import Result, format_report, sections
+from course_lib.grading import Result, format_report, is_check, sections
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
@@ -137,9 +137,9 @@ SEVERAL_EXERCISES = [path for path in SOLUTIONS if len(sections(read(path))) > 2
 
 def last_to_first(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The setup, then for each exercise from the last to the first: its unsolved cells (from
-    ``exercise``), then its solved ones (from ``solution``). Every cell is tagged
-    ``metadata.expect``: "fail" for a check of an unsolved exercise, "pass" for the solution's
-    cells and checks, None for the rest."""
+    ``exercise``), then its solved ones (from ``solution``). Every code cell is tagged
+    ``metadata.expect``: "fail" for a check of an unsolved exercise, "pass" for the setup and
+    the solution's cells and checks, None for the unsolved exercise's own cells."""
     notebook = copy.deepcopy(solution)
     unsolved = {part.number: part for part in sections(exercise)}
     parts = sections(solution)
@@ -149,8 +149,7 @@ def last_to_first(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNo
         for version, expect in versions:
             for cell in map(copy.deepcopy, version.code):
                 cell.outputs, cell.execution_count = [], None
-                is_check = cell.source.startswith("# CHECK")
-                cell.metadata["expect"] = expect if is_check or expect == "pass" else None
+                cell.metadata["expect"] = expect if is_check(cell) or expect == "pass" else None
                 notebook.cells.append(cell)
     return notebook
 
@@ -158,11 +157,13 @@ def last_to_first(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNo
 @pytest.mark.model
 @pytest.mark.parametrize("path", SEVERAL_EXERCISES, ids=[p.name for p in SEVERAL_EXERCISES])
 def test_each_exercise_fails_unsolved_and_passes_on_its_own(path, url, tmp_path):
-    """In one kernel, the exercises from the last to the first: each check fails on the stub,
+    """In one kernel, the exercises from the last to the first: each check raises on the stub,
     then passes on the solution. An exercise that used what an earlier exercise made would fail
     here (the earlier one has not run yet); one that used a later exercise fails in the solution
-    notebook's own order, which nbval runs (solutions/). So each exercise passes on its own, and
-    each check can fail: what grading one exercise at a time would show, without a kernel for each."""
+    notebook's own order, which nbval runs (solutions/). So each exercise passes without the
+    others' solutions, and each check can fail, without a kernel per exercise. Not covered: an
+    earlier exercise's stub that breaks a later one by rebinding a name the setup defines (no
+    exercise rebinds one that a later exercise reads before binding it itself)."""
     from nbclient import NotebookClient
 
     (tmp_path / "data").symlink_to(ROOT / "data", target_is_directory=True)

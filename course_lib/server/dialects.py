@@ -35,6 +35,11 @@ OpenAI                                Anthropic                               he
                                                                               with ``auto``, a 400
 ====================================  ======================================  ==================================
 
+``"none"`` is honoured by leaving the tools out, which also hides them from the model. The
+hosted APIs document it only as "no tool call" and may still show the model the tools; a
+client that asks the model about its tools under ``"none"`` (AgentDojo's tool filter, lesson
+9b) gets answers from a model that never saw them.
+
 A forced call is lesson 5's grammar (``tool_parser.call_format``, which
 ``validation.required_call_format`` is too): the model can write nothing but one JSON call of
 a declared tool, which the server reads as a call.
