@@ -73,9 +73,9 @@ class Batch:
             self.decode([(token, i, sequence, i == len(tokens) - 1) for i, token in enumerate(tokens)])
             following[sequence], position[sequence] = self.greedy(len(tokens) - 1), len(tokens)
         generated: dict[int, list[int]] = {sequence: [] for sequence in prompts}
+        order = list(prompts)
         started = time.perf_counter()
         for _ in range(steps):
-            order = list(prompts)
             for sequence in order:
                 generated[sequence].append(following[sequence])
             self.decode([(following[s], position[s], s, True) for s in order])

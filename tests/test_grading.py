@@ -169,12 +169,9 @@ def test_each_exercise_fails_unsolved_and_passes_on_its_own(path, url, tmp_path)
     (tmp_path / "data").symlink_to(ROOT / "data", target_is_directory=True)
     (tmp_path / "exercises").mkdir()
     notebook = last_to_first(read(ROOT / "exercises" / path.name), read(path))
-    env = {key: value for key, value in os.environ.items() if key != "COURSE_EMBEDDED"}
-    client = NotebookClient(notebook, timeout=600, allow_errors=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path / "exercises")}})
-    with client.setup_kernel(env={**env, "OLLAMA_HOST": url}):
-        for index, cell in enumerate(notebook.cells):
-            client.execute_cell(cell, index)
+    env = {key: value for key, value in os.environ.items() if key != "COURSE_EMBEDDED"} | {"OLLAMA_HOST": url}
+    NotebookClient(notebook, timeout=600, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path / "exercises")}}).execute(env=env)
 
     def error(cell) -> str | None:
         return next((f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"), None)
