@@ -30,7 +30,7 @@ from pathlib import Path
 
 from course_lib.models import resolve_model
 from course_lib.server.engine import Engine, GenerationStats
-from course_lib.server.prompt_cache import PromptCache
+from course_lib.server.prompt_cache import LlamaSequence, PromptCache
 from course_lib.server.wire import Options
 
 SYSTEM = {"role": "system", "content": "You are the kiosk assistant of a parts shop. Use the tools to answer; "
@@ -137,7 +137,8 @@ def shared_prefix(name: str, path: Path, chunks: list[int]) -> None:
           f"a cold prompt of {len(engine.tokenize(cold_prompt))} tokens:")
     timings = {}
     for chunk in [0, *chunks]:
-        engine.cache = PromptCache(engine.llm, 8, chunk=chunk) if chunk else None
+        engine.cache = PromptCache(8, chunk=chunk) if chunk else None
+        engine.sequence = LlamaSequence(engine.llm) if chunk else None
         engine.forget_cache()
         started = time.perf_counter()
         list(engine.generate(cold_prompt, one_token))

@@ -87,6 +87,7 @@ class FakeEngine:
     """
 
     architecture = "qwen2"
+    parallel = 1
 
     def __init__(self, path: Path, replies: Iterable[Reply] = (), delay: float = 0.0,
                  name: str = FAKE_MODEL, n_ctx: int = 4096) -> None:

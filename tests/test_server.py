@@ -197,15 +197,15 @@ def long_generation(url, results):
 
 def test_a_full_queue_answers_503(url):
     results = []
-    workers = [threading.Thread(target=long_generation, args=(url, results)) for _ in range(2)]
-    for worker in workers:  # one runs, one waits: the line (max-queue 1) is now full
+    workers = [threading.Thread(target=long_generation, args=(url, results)) for _ in range(3)]
+    for worker in workers:  # two run (--parallel 2), one waits: the line (max-queue 1) is now full
         worker.start()
         time.sleep(0.5)
     response = post(url, "/api/chat", {"model": MODEL, "messages": TIME_QUESTION, "stream": False})
     assert response.status_code == 503 and "server busy" in response.json()["error"]
     for worker in workers:
         worker.join()
-    assert results == [200, 200]
+    assert results == [200, 200, 200]
 
 
 def test_a_client_that_disconnects_mid_stream_stops_the_generation(url):

@@ -469,3 +469,30 @@ def test_the_prompt_cache_is_on_by_default_and_reset_cache_turns_it_off(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--prompt-cache", "-1"])
     assert "--prompt-cache takes a number of slots" in capsys.readouterr().err
+
+
+def test_an_engine_with_slots_runs_that_many_at_once_and_queues_the_rest(tmp_path):
+    """``parallel`` generations run together; ``max_queue`` more wait; the next one gets a 503."""
+    engine = FakeEngine(tmp_path / "fake.gguf")
+    engine.parallel = 2
+    engine.unpaused.clear()
+    body = {"model": FAKE_MODEL, "messages": HI, "stream": False}
+    with serving(create_app(engine, max_queue=1)) as url, ThreadPoolExecutor(4) as pool:
+        replies = [pool.submit(httpx.post, url + "/api/chat", json=body, timeout=30) for _ in range(3)]
+        wait_until(lambda: len(engine.runs) == 2)  # two generate at once, the third waits
+        turned_away = httpx.post(url + "/api/chat", json=body, timeout=30)
+        assert len(engine.runs) == 2
+        engine.unpaused.set()
+        statuses = [reply.result().status_code for reply in replies]
+    assert turned_away.status_code == 503 and statuses == [200, 200, 200] and len(engine.runs) == 3
+
+
+def test_parallel_slots_need_the_prompt_cache():
+    from course_lib.server.app import parse_args
+    from course_lib.server.batching import DEFAULT_PARALLEL
+
+    assert parse_args([]).parallel == DEFAULT_PARALLEL and parse_args(["--parallel", "2"]).parallel == 2
+    assert parse_args(["--reset-cache", "--parallel", "4"]).parallel == 1
+    assert parse_args(["--prompt-cache", "0"]).parallel == 1
+    with pytest.raises(SystemExit):
+        parse_args(["--parallel", "0"])

@@ -12,7 +12,8 @@ What happens to a chat request:
 1. The body is validated (``wire.py``); a bad one gets ``{"error": ...}`` and 400.
 2. The messages and tools are rendered into one prompt with the model's own chat
    template (``chat_template.py``).
-3. The model generates (``engine.py``), one request at a time (``scheduler.py``).
+3. The model generates (``engine.py``): up to ``--parallel`` requests at once, their tokens
+   decoded together (``batching.py``), the others waiting in line (``scheduler.py``).
 4. If tools were declared, the text is searched for tool calls (``tool_parser.py``).
    While streaming, text that might be the start of a call is held back until the
    end, so that each call arrives whole in one chunk.
@@ -54,6 +55,7 @@ from ..messages import describe_errors
 from ..models import REGISTRY, resolve_model
 from ..tool_parser import parse_tool_calls, possible_call_start
 from . import dialects
+from .batching import DEFAULT_PARALLEL, BatchedEngine
 from .engine import (
     DEFAULT_PROMPT_CACHE,
     BadFormat,
@@ -472,7 +474,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m course_lib.server", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=11434)
-    parser.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the model")
+    parser.add_argument("--max-queue", type=int, default=8, help="requests that may wait for a slot")
+    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
+                        help="requests served at once, their tokens decoded together (as OLLAMA_NUM_PARALLEL; "
+                             f"default {DEFAULT_PARALLEL}; 1 with --prompt-cache 0 or --reset-cache)")
     parser.add_argument("--num-ctx", type=int, default=4096, help="context window at start-up")
     parser.add_argument("--max-num-ctx", type=int, default=None,
                         help="largest options.num_ctx a request may ask for (default: the model's own length)")
@@ -488,8 +493,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.prompt_cache < 0:
         parser.error("--prompt-cache takes a number of slots (0 or more)")
+    if args.parallel < 1:
+        parser.error("--parallel takes a number of slots (1 or more)")
     if args.reset_cache:
         args.prompt_cache = 0
+    if args.prompt_cache == 0:
+        args.parallel = 1  # llama-cpp-python's own cache serves one request at a time
     return args
 
 
@@ -498,9 +507,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid:
         exit_with_parent(args.parent_pid)
     name, path = resolve_model()
-    engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache,
-                    max_n_ctx=args.max_num_ctx, prompt_cache=args.prompt_cache)
-    print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s", file=sys.stderr, flush=True)
+    engine: Engine
+    if args.prompt_cache:
+        engine = BatchedEngine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
+                               prompt_cache=args.prompt_cache, parallel=args.parallel)
+        batching = f"; {args.parallel} slots, up to {engine.rows} decoded in one batch"
+    else:
+        engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads,
+                        reset_each_request=args.reset_cache, max_n_ctx=args.max_num_ctx)
+        batching = "; one request at a time"
+    print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s{batching}", file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,
                             log_level=config.server_log_level(), timeout_graceful_shutdown=2)

@@ -42,7 +42,7 @@ from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_grammar import JSON_GBNF
 
 from ..chat_template import Prompt, render, render_prompt
-from .prompt_cache import PromptCache
+from .prompt_cache import LlamaSequence, PromptCache
 from .wire import Format, Options
 
 # Ollama's defaults for the options a request leaves out.
@@ -86,6 +86,7 @@ class ServedModel(Protocol):
 
     name: str
     path: Path  # the model file: /api/tags shows its size, date and hash
+    parallel: int  # generations it serves at once (``generate`` may be called from that many threads)
     metadata: dict[str, str]  # the GGUF metadata: /api/show lists it
     template: str  # the Jinja chat template
 
@@ -104,6 +105,8 @@ class ServedModel(Protocol):
 class Engine:
     """A loaded model. Call ``generate()`` from one thread at a time."""
 
+    parallel = 1
+
     def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX,
                  n_threads: int | None = None, reset_each_request: bool = False,
                  max_n_ctx: int | None = None, prompt_cache: int = 0) -> None:
@@ -116,7 +119,8 @@ class Engine:
             raise ValueError("reset_each_request and prompt_cache exclude each other: choose one")
         self.prompt_cache_slots = prompt_cache  # 0: llama-cpp-python's own single prefix
         self.llm, self.load_duration = self._new_llama(n_ctx)
-        self.cache = self._new_cache()
+        self.sequence = self._new_sequence()
+        self.cache = PromptCache(prompt_cache) if prompt_cache else None
         self.n_ctx = n_ctx
         self.metadata: dict[str, str] = dict(self.llm.metadata)
         self.template: str = self.metadata.get("tokenizer.chat_template", "")
@@ -140,8 +144,9 @@ class Engine:
         llm = Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=512, n_threads=self.n_threads, verbose=False)
         return llm, time.perf_counter_ns() - started
 
-    def _new_cache(self) -> PromptCache | None:
-        return PromptCache(self.llm, self.prompt_cache_slots) if self.prompt_cache_slots else None
+    def _new_sequence(self) -> LlamaSequence | None:
+        """The prompt cache's view of the model's one sequence (None without a prompt cache)."""
+        return LlamaSequence(self.llm) if self.prompt_cache_slots else None
 
     def _control_tokens(self) -> dict[str, int]:
         """The vocabulary's control tokens (``<|im_start|>``, ``<|im_end|>``, ...) by text."""
@@ -201,32 +206,35 @@ class Engine:
         is ``generated_text``, which needs no model and is tested without one.
         """
         settings = {**DEFAULTS, **(options.model_dump(exclude_none=True) if options else {})}
-        load_duration = self._fit_context(settings.get("num_ctx"))
+        n_ctx, load_duration = self._fit_context(settings.get("num_ctx"))
         started = time.perf_counter_ns()
         tokens = self.tokenize(prompt)
-        if len(tokens) >= self.n_ctx:
-            raise PromptTooLong(f"the prompt is {len(tokens)} tokens but num_ctx is {self.n_ctx}; "
+        if len(tokens) >= n_ctx:
+            raise PromptTooLong(f"the prompt is {len(tokens)} tokens but num_ctx is {n_ctx}; "
                                 "shorten the conversation or raise options.num_ctx")
-        limit = settings["num_predict"] if settings["num_predict"] >= 0 else self.n_ctx
-        budget = min(limit, self.n_ctx - len(tokens))  # num_predict, and the room left in the context
-        ending = yield from generated_text(self._sampled_bytes(tokens, settings, format),
+        limit = settings["num_predict"] if settings["num_predict"] >= 0 else n_ctx
+        budget = min(limit, n_ctx - len(tokens))  # num_predict, and the room left in the context
+        ending = yield from generated_text(self._sampled_bytes(tokens, settings, format, n_ctx, budget, cancel),
                                            settings.get("stop") or [], budget, cancel)
         finished = time.perf_counter_ns()
         first_token_at = ending.first_token_at or finished
         yield GenerationStats(ending.done_reason, len(tokens), first_token_at - started, ending.eval_count,
                               finished - first_token_at, load_duration)
 
-    def _sampled_bytes(self, tokens: list[int], settings: dict[str, Any], format: Format) -> Iterator[bytes]:
+    def _sampled_bytes(self, tokens: list[int], settings: dict[str, Any], format: Format, n_ctx: int,
+                       budget: int, cancel: threading.Event | None = None) -> Iterator[bytes]:
         """The bytes of each token the model samples after ``tokens``, until it ends its turn.
 
         llama.cpp samples lazily: each ``next`` evaluates one more token, so whoever stops
-        asking (a stop string, a cancelled request) stops the model.
+        asking (a stop string, a cancelled request, the ``budget`` of tokens) stops the model.
+        (``n_ctx`` is the context this engine already has: ``_fit_context`` loaded it. The
+        batched engine, ``batching.py``, uses all of these arguments.)
         """
         grammar = self.grammar_for(format)  # a bad schema is a 400 before any work
         if self.reset_each_request:
             self.forget_cache()
-        if self.cache:
-            self.cache.prepare(tokens)
+        if self.cache and self.sequence:
+            self.cache.prepare(self.sequence, tokens)
         # No seed means a fresh random one (an earlier request's seed must not linger).
         self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
         self.llm.last_n_tokens_size = settings["repeat_last_n"]
@@ -249,29 +257,38 @@ class Engine:
         """
         if self.cache:
             self.cache.clear()
-        else:
-            self.llm.reset()
+        if self.sequence:
+            self.sequence.live = ()
+        self.llm.reset()
 
-    def _fit_context(self, num_ctx: int | None) -> int:
-        """Reload with a new context size when a request asks for one (Ollama does the same).
-
-        The new instance is loaded before the old one is let go: if the load fails (not
-        enough memory, say), the server keeps serving with the context it had.
-        """
+    def _wanted_context(self, num_ctx: int | None) -> int:
+        """The context a request asks for (``options.num_ctx``, else the server's), if allowed."""
         wanted = num_ctx or self.default_n_ctx
         if wanted > self.max_n_ctx:
             raise ContextTooLarge(f"options.num_ctx must be at most {self.max_n_ctx} on this server; "
                                   f"{wanted} was asked for")
+        return wanted
+
+    def _fit_context(self, num_ctx: int | None) -> tuple[int, int]:
+        """Reload with a new context size when a request asks for one (Ollama does the same);
+        the request's context size and the ns the reload took.
+
+        The new instance is loaded before the old one is let go: if the load fails (not
+        enough memory, say), the server keeps serving with the context it had.
+        """
+        wanted = self._wanted_context(num_ctx)
         if wanted == self.n_ctx:
-            return 0
+            return wanted, 0
         try:
             llm, duration = self._new_llama(wanted)
         except Exception as error:  # llama.cpp reports a failed allocation as ValueError or RuntimeError
             raise ContextTooLarge(f"could not load a context of {wanted} tokens ({error}); "
                                   f"the server keeps its context of {self.n_ctx}") from None
         self.llm, self.n_ctx = llm, wanted
-        self.cache = self._new_cache()
-        return duration
+        self.sequence = self._new_sequence()
+        if self.cache:
+            self.cache.clear()
+        return wanted, duration
 
     def grammar_for(self, format: Format) -> LlamaGrammar | None:
         """A llama.cpp grammar that only allows JSON (``"json"``) or JSON of a given schema.

@@ -18,6 +18,11 @@ everything after them. tests/test_prompt_cache.py checks it token for token agai
 cache's own cold run (the same engine, build and thread count). The answers need not equal
 those of an engine without this cache, which evaluates in other batches.
 
+The cache works on a ``Sequence``: the one sequence of a ``llama_cpp.Llama``
+(``LlamaSequence``, the engine that serves one request at a time) or one of the sequences of
+a context shared by several requests (``batching.py``). The saved states are shared: a prefix
+saved from one sequence can be restored into another.
+
 The saved states are bounded twice: at most ``slots`` of them, and at most ``max_bytes`` in
 all (about 12 KiB per token for the course's 0.5B model), the least recently used dropped
 first. Models whose cache cannot be cut at a position (recurrent and hybrid models, sliding-
@@ -29,6 +34,7 @@ from __future__ import annotations
 import ctypes
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Protocol
 
 import llama_cpp
 from llama_cpp import Llama
@@ -49,6 +55,31 @@ class SavedState:
         return len(self.data)
 
 
+class Sequence(Protocol):
+    """One sequence in a model's KV cache, as the prompt cache uses it.
+
+    ``LlamaSequence`` is the one sequence of a ``llama_cpp.Llama``; the batched engine has one
+    per slot of a shared context (``batching.py``).
+    """
+
+    live: tuple[int, ...]  # the whole chunks of the last prompt prepared on it, still in the cache
+
+    def evaluate(self, tokens: list[int]) -> None:
+        """Evaluate ``tokens`` in one batch, after the tokens the sequence holds."""
+
+    def cut(self, keep: int) -> bool:
+        """Forget every token from position ``keep`` on; False if the model cannot."""
+
+    def save(self) -> ctypes.Array[ctypes.c_uint8] | None:
+        """The sequence's state (keys and values) as bytes, or None if there is nothing to save."""
+
+    def load(self, state: SavedState) -> int:
+        """Replace the sequence's tokens with a saved state; the number of bytes read."""
+
+    def forget(self) -> None:
+        """Hold no tokens (this cannot fail)."""
+
+
 def shared_prefix(a: tuple[int, ...] | list[int], b: list[int]) -> int:
     """How many tokens ``a`` and ``b`` share from the start."""
     n = 0
@@ -65,101 +96,138 @@ def can_be_cut(llm: Llama) -> bool:
     return not (llm._is_recurrent or llm._is_hybrid or llama_cpp.llama_model_n_swa(llm._model.model) > 0)
 
 
+def check_can_be_cut(llm: Llama) -> None:
+    if not can_be_cut(llm):
+        raise ValueError("this model's cache cannot be cut at a position (a recurrent, hybrid or "
+                         "sliding-window model): run it without --prompt-cache")
+
+
 class PromptCache:
     """Saved states of the last ``slots`` prompts, least recently used dropped first."""
 
-    def __init__(self, llm: Llama, slots: int, chunk: int = CHUNK, max_bytes: int = MAX_BYTES) -> None:
-        if slots < 1 or not 1 <= chunk <= llm.n_batch:
-            raise ValueError(f"slots must be at least 1 and chunk between 1 and n_batch ({llm.n_batch})")
-        if not can_be_cut(llm):
-            raise ValueError("this model's cache cannot be cut at a position (a recurrent, hybrid or "
-                             "sliding-window model): run it without --prompt-cache")
-        self.llm, self.slots, self.chunk, self.max_bytes = llm, slots, chunk, max_bytes
+    def __init__(self, slots: int, chunk: int = CHUNK, max_bytes: int = MAX_BYTES) -> None:
+        if slots < 1 or not 1 <= chunk <= 512:
+            raise ValueError("slots must be at least 1 and chunk between 1 and 512 (the engines' n_batch)")
+        self.slots, self.chunk, self.max_bytes = slots, chunk, max_bytes
         self.saved: OrderedDict[tuple[int, ...], SavedState] = OrderedDict()
-        self.live: tuple[int, ...] = ()  # the whole chunks now in the model's KV cache
         self.reused = 0  # tokens the last prepare() did not evaluate
 
     def clear(self) -> None:
-        """Forget every saved state and what the model holds."""
+        """Forget every saved state (the engine also makes its sequences forget theirs)."""
         self.saved.clear()
-        self.live = ()
-        self.llm.reset()
 
     @property
     def nbytes(self) -> int:
         return sum(state.nbytes for state in self.saved.values())
 
-    def prepare(self, tokens: list[int]) -> None:
-        """Evaluate all of ``tokens`` but the last one, reusing what the cache holds.
+    def prepare(self, sequence: Sequence, tokens: list[int]) -> None:
+        """Evaluate all of ``tokens`` but the last one on ``sequence``, reusing what is cached.
 
-        ``Llama.generate(tokens)`` then finds ``tokens[:-1]`` in place and evaluates only the
-        last token before it samples, the same way whatever was reused. If anything fails on
-        the way, everything is forgotten: nothing half-done is reused.
+        The engine then evaluates the last token and samples, the same way whatever was
+        reused. If anything fails on the way, the sequence and the saved states are forgotten:
+        nothing half-done is reused.
         """
         if not tokens:
             raise ValueError("an empty prompt")
         try:
-            self._prepare(tokens)
+            self._prepare(sequence, tokens)
         except BaseException:
             self.clear()
+            sequence.forget()
+            sequence.live = ()
             raise
 
-    def _prepare(self, tokens: list[int]) -> None:
+    def _prepare(self, sequence: Sequence, tokens: list[int]) -> None:
         end = len(tokens) - 1
-        start = self._restore_longest(tokens, end)
+        start = self._restore_longest(sequence, tokens, end)
         self.reused = start
         whole = end - end % self.chunk
         for position in range(start, whole, self.chunk):
-            self._evaluate(tokens[position:position + self.chunk])
-        self.live = tuple(tokens[:whole])  # (a failure above clears everything: see prepare)
+            sequence.evaluate(tokens[position:position + self.chunk])
+        sequence.live = tuple(tokens[:whole])  # (a failure above forgets everything: see prepare)
         if whole > 0:
-            self._save(self.live)
+            self._save(sequence)
         if whole < end:
-            self._evaluate(tokens[whole:end])  # the tail: never reused, so its batch may vary
+            sequence.evaluate(tokens[whole:end])  # the tail: never reused, so its batch may vary
 
-    def _restore_longest(self, tokens: list[int], end: int) -> int:
-        """Put the model in the state with the longest usable prefix of ``tokens``; its length."""
+    def _restore_longest(self, sequence: Sequence, tokens: list[int], end: int) -> int:
+        """Put ``sequence`` in the state with the longest usable prefix of ``tokens``; its length."""
         def usable(prefix: tuple[int, ...]) -> int:
             n = min(shared_prefix(prefix, tokens), end)
             return n - n % self.chunk
 
         best = max(self.saved.values(), key=lambda state: usable(state.tokens), default=None)
-        keep = usable(self.live)
+        keep = usable(sequence.live)
         if best is not None and usable(best.tokens) > keep:
             keep = usable(best.tokens)
-            self._load(best)
+            self._load(sequence, best)
             self.saved.move_to_end(best.tokens)
-        if not self.llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+        if not sequence.cut(keep):
             raise RuntimeError(f"llama.cpp could not cut its cache at token {keep}")
-        self.llm.n_tokens = keep
-        self.live = tuple(tokens[:keep])
+        sequence.live = tuple(tokens[:keep])
         return keep
 
-    def _evaluate(self, batch: list[int]) -> None:
-        """One batch: callers pass at most ``chunk`` tokens, so ``Llama.eval`` (which splits at
-        ``n_batch``) does not split it."""
-        self.llm.eval(batch)
-
-    def _save(self, tokens: tuple[int, ...]) -> None:
+    def _save(self, sequence: Sequence) -> None:
+        tokens = sequence.live
         if tokens in self.saved:
             self.saved.move_to_end(tokens)
             return
-        ctx = self.llm._ctx.ctx
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-        data = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, data, size, 0)
-        if not 0 < written <= size:
+        data = sequence.save()
+        if data is None:
             return  # nothing to keep: the next prompt is evaluated from the start
-        self.saved[tokens] = SavedState(tokens, (ctypes.c_uint8 * written).from_buffer(data))
+        self.saved[tokens] = SavedState(tokens, data)
         while len(self.saved) > self.slots or (len(self.saved) > 1 and self.nbytes > self.max_bytes):
             self.saved.popitem(last=False)
 
-    def _load(self, state: SavedState) -> None:
-        self.live, self.llm.n_tokens = (), 0  # until the restore has worked
-        self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)
-        read = llama_cpp.llama_state_seq_set_data(self.llm._ctx.ctx, state.data, state.nbytes, 0)
+    @staticmethod
+    def _load(sequence: Sequence, state: SavedState) -> None:
+        sequence.live = ()  # until the restore has worked
+        read = sequence.load(state)
         if read != state.nbytes:
             raise RuntimeError(f"llama.cpp restored {read} of {state.nbytes} bytes of a saved prompt state")
-        self.llm.n_tokens = len(state.tokens)
-        self.llm.input_ids[:len(state.tokens)] = state.tokens
-        self.live = state.tokens
+        sequence.live = state.tokens
+
+
+def saved_sequence(ctx: llama_cpp.llama_context_p, seq: int) -> ctypes.Array[ctypes.c_uint8] | None:
+    """The state of sequence ``seq`` of a llama.cpp context, as bytes (None if llama.cpp wrote none)."""
+    size = llama_cpp.llama_state_seq_get_size(ctx, seq)
+    data = (ctypes.c_uint8 * size)()
+    written = llama_cpp.llama_state_seq_get_data(ctx, data, size, seq)
+    return (ctypes.c_uint8 * written).from_buffer(data) if 0 < written <= size else None
+
+
+class LlamaSequence:
+    """The one sequence of a ``llama_cpp.Llama`` (the engine that serves one request at a time).
+
+    ``Llama.generate(tokens)`` then finds ``tokens[:-1]`` in place (its ``n_tokens`` and
+    ``input_ids``) and evaluates only the last token before it samples.
+    """
+
+    def __init__(self, llm: Llama) -> None:
+        check_can_be_cut(llm)
+        self.llm = llm
+        self.live: tuple[int, ...] = ()
+
+    def evaluate(self, tokens: list[int]) -> None:
+        self.llm.eval(tokens)  # callers pass at most a chunk, so Llama.eval (which splits at n_batch) does not
+
+    def cut(self, keep: int) -> bool:
+        if not self.llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            return False
+        self.llm.n_tokens = keep
+        return True
+
+    def save(self) -> ctypes.Array[ctypes.c_uint8] | None:
+        return saved_sequence(self.llm._ctx.ctx, 0)
+
+    def load(self, state: SavedState) -> int:
+        self.llm.n_tokens = 0
+        self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        read = llama_cpp.llama_state_seq_set_data(self.llm._ctx.ctx, state.data, state.nbytes, 0)
+        if read == state.nbytes:
+            self.llm.n_tokens = len(state.tokens)
+            self.llm.input_ids[:len(state.tokens)] = state.tokens
+        return read
+
+    def forget(self) -> None:
+        self.llm.reset()

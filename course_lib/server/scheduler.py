@@ -1,9 +1,11 @@
-"""One generation at a time, a bounded line of waiting requests, and stop-on-disconnect.
+"""As many generations at a time as the engine has slots, a bounded line of waiting
+requests, and stop-on-disconnect.
 
-llama.cpp may only be used by one thread at a time, so the server hands each request's
-generation to a worker thread that first takes the model lock. Requests that arrive
-while the model is busy wait their turn; when ``max_queue`` are already waiting, a new
-one is turned away at once (HTTP 503, as Ollama does) rather than piling up.
+The server hands each request's generation to a worker thread that first takes one of the
+engine's ``parallel`` slots: 1 for ``Engine`` (a ``llama_cpp.Llama`` may only be used by one
+thread at a time), more for ``BatchedEngine`` (``batching.py``), which decodes them together.
+Requests that arrive while every slot is busy wait their turn; when ``max_queue`` are already
+waiting, a new one is turned away at once (HTTP 503, as Ollama does) rather than piling up.
 
 Each generation gets a ``cancel`` event. When the client goes away mid-stream, the
 server sets it and the worker stops at the next token, freeing the model for the
@@ -32,7 +34,9 @@ class Scheduler:
     def __init__(self, engine: ServedModel, max_queue: int = 8) -> None:
         self.engine = engine
         self.max_queue = max_queue
-        self._model_lock = threading.Lock()
+        self.parallel = engine.parallel
+        self._slots = threading.Semaphore(self.parallel)
+        self._all_slots = threading.Lock()  # held while taking every slot (forget_cache)
         self._count_lock = threading.Lock()
         self._admitted = 0  # running plus waiting
         self._cancels: set[threading.Event] = set()
@@ -40,7 +44,7 @@ class Scheduler:
     def admit(self) -> None:
         """Take a place in line, or raise ``QueueFull``. Pair with ``generate()``."""
         with self._count_lock:
-            if self._admitted > self.max_queue:  # one running plus max_queue waiting
+            if self._admitted >= self.parallel + self.max_queue:  # every slot busy and max_queue waiting
                 raise QueueFull("server busy, please try again. maximum pending requests exceeded")
             self._admitted += 1
 
@@ -68,7 +72,7 @@ class Scheduler:
 
         def work() -> None:
             try:
-                with self._model_lock:
+                with self._slots:  # one of the engine's slots
                     if not cancel.is_set():
                         for item in self.engine.generate(prompt, options, format, cancel):
                             deliver(item)
@@ -89,10 +93,16 @@ class Scheduler:
             self._cancels.discard(cancel)
 
     async def forget_cache(self) -> None:
-        """Drop the engine's cached prompt once the model is free (after any running generation)."""
+        """Drop the engine's cached prompts once the model is free (after any running generation)."""
         def work() -> None:
-            with self._model_lock:
-                self.engine.forget_cache()
+            with self._all_slots:
+                for _ in range(self.parallel):
+                    self._slots.acquire()
+                try:
+                    self.engine.forget_cache()
+                finally:
+                    for _ in range(self.parallel):
+                        self._slots.release()
         await asyncio.to_thread(work)
 
     def cancel_all(self) -> None:
@@ -101,10 +111,6 @@ class Scheduler:
             cancel.set()
 
     @property
-    def busy(self) -> bool:
-        return self._model_lock.locked()
-
-    @property
     def pending(self) -> int:
-        """Generations whose requests still wait for them: the running one and those in line."""
+        """Generations whose requests still wait for them: the running ones and those in line."""
         return len(self._cancels)

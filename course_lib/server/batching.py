@@ -1,0 +1,408 @@
+"""Several requests at once: one llama.cpp context, a sequence per request, decoded together.
+
+On a CPU most of the time of a generation step goes to reading the model's weights from
+memory. ``llama_decode`` can take the next token of several sequences in one batch, and
+then reads the weights once for all of them: 3 sequences decoded together cost little more
+than one (``benchmarks/batched_decoding.py``). This is what Ollama's ``OLLAMA_NUM_PARALLEL``
+and llama.cpp's server ``--parallel`` do, and what ``BatchedEngine`` does with ``parallel``
+slots, one sequence each, in one context with a KV cache stream per sequence.
+
+The price of batching is usually repeatability: llama.cpp picks its matrix kernels by the
+number of rows in a batch, and a kernel for 4 rows adds the same numbers in another order
+than the one for a single row. At temperature 0 a nearly tied token then goes the other
+way, and a request's answer depends on what else was running. So at start-up the engine
+measures it: it decodes one token alone and in batches of 2, 3, ... rows and keeps the
+largest batch whose every row gets the same logits, bit for bit, as the row alone
+(``rows``: 3 on the course's 2-core machine). It never decodes more rows than that in one
+call; 4 sequences are decoded as two batches of 2. A request's answer is then the same token
+for token whether it ran alone or next to others, and the same as the one-at-a-time engine's
+(``tests/test_batching.py`` checks both).
+
+Prompts are evaluated alone (a sequence's chunks never share a batch with another's), through
+the same ``PromptCache`` as the one-at-a-time engine: its saved prefixes are shared by all
+sequences, so a prefix cached by one request is restored into whichever slot the next one gets.
+
+One thread, the decoder, owns the llama.cpp context: it admits waiting requests into free
+slots, evaluates their prompts, and then, step after step, decodes one token for every busy
+slot and hands it to the request's queue. ``generate`` (from ``Engine``) runs on the request's
+own thread and reads that queue, so stop strings, budgets and cancellation work as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp import Llama, LlamaGrammar
+from llama_cpp._internals import LlamaBatch, LlamaContext, LlamaSampler
+
+from .engine import DEFAULT_NUM_CTX, DEFAULT_PROMPT_CACHE, ContextTooLarge, Engine
+from .prompt_cache import CHUNK, PromptCache, SavedState, check_can_be_cut, saved_sequence
+from .wire import Format
+
+DEFAULT_PARALLEL = 4  # the server's slots (``--parallel``), as Ollama's OLLAMA_NUM_PARALLEL
+N_BATCH = 512
+
+
+class ContextSequence:
+    """Sequence ``seq`` of a shared context: what ``PromptCache`` needs of it."""
+
+    def __init__(self, context: Context, seq: int) -> None:
+        self.context, self.seq = context, seq
+        self.live: tuple[int, ...] = ()
+        self.n_tokens = 0  # tokens it holds, prompt and generated
+
+    def evaluate(self, tokens: list[int]) -> None:
+        self.context.decode([(token, self.n_tokens + i, self.seq) for i, token in enumerate(tokens)], every_row=False)
+        self.n_tokens += len(tokens)
+
+    def cut(self, keep: int) -> bool:
+        if not llama_cpp.llama_memory_seq_rm(self.context.memory, self.seq, keep, -1):
+            return False
+        self.n_tokens = min(self.n_tokens, keep)
+        return True
+
+    def save(self) -> ctypes.Array[ctypes.c_uint8] | None:
+        return saved_sequence(self.context.ctx.ctx, self.seq)
+
+    def load(self, state: SavedState) -> int:
+        self.forget()
+        read = llama_cpp.llama_state_seq_set_data(self.context.ctx.ctx, state.data, state.nbytes, self.seq)
+        if read == state.nbytes:
+            self.n_tokens = len(state.tokens)
+        return read
+
+    def forget(self) -> None:
+        llama_cpp.llama_memory_seq_rm(self.context.memory, self.seq, 0, -1)
+        self.n_tokens = 0
+
+
+class Context:
+    """A llama.cpp context with ``sequences`` KV cache streams of ``n_ctx`` tokens each."""
+
+    def __init__(self, llm: Llama, sequences: int, n_ctx: int) -> None:
+        params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)  # threads, rope, ...
+        params.n_ctx, params.n_batch, params.n_ubatch = sequences * n_ctx, N_BATCH, N_BATCH
+        params.n_seq_max, params.kv_unified = sequences, False  # a stream per sequence: no sharing of cells
+        self.ctx = LlamaContext(model=llm._model, params=params, verbose=False)
+        self.memory = llama_cpp.llama_get_memory(self.ctx.ctx)
+        self.batch = LlamaBatch(n_tokens=N_BATCH, embd=0, n_seq_max=1, verbose=False)
+        self.vocabulary = llm.n_vocab()
+        self.sequences = [ContextSequence(self, seq) for seq in range(sequences)]
+
+    def decode(self, entries: list[tuple[int, int, int]], every_row: bool = True) -> None:
+        """One ``llama_decode`` of (token, position, sequence) entries, with logits for every row
+        or (a prompt's chunk, as ``Llama.eval`` does it) for the last one only."""
+        batch = self.batch.batch
+        batch.n_tokens = len(entries)
+        for i, (token, position, seq) in enumerate(entries):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.seq_id[i][0] = token, position, 1, seq
+            batch.logits[i] = every_row or i == len(entries) - 1
+        self.ctx.decode(self.batch)
+
+    def logits(self, row: int) -> np.ndarray:
+        return np.ctypeslib.as_array(self.ctx.get_logits_ith(row), shape=(self.vocabulary,)).copy()
+
+    def close(self) -> None:
+        self.batch.close()
+        self.ctx.close()
+
+
+def same_arithmetic_rows(context: Context, token: int) -> int:
+    """The largest number of rows one ``llama_decode`` may hold while every row gets the logits,
+    bit for bit, that it gets in a batch of its own (at most the context's sequences).
+
+    Each sequence holds ``token``; then the same next token is decoded for sequence 0 alone
+    and for sequences 0..n-1 together, for n = 2, 3, ...
+    """
+    sequences = context.sequences
+    for sequence in sequences:
+        sequence.forget()
+        sequence.evaluate([token])
+    context.decode([(token, 1, 0)])
+    alone = context.logits(0)
+    rows = 1
+    for n in range(2, len(sequences) + 1):
+        for sequence in sequences[:n]:
+            sequence.cut(1)
+        context.decode([(token, 1, seq) for seq in range(n)])
+        if not all(np.array_equal(context.logits(row), alone) for row in range(n)):
+            break
+        rows = n
+    for sequence in sequences:
+        sequence.forget()
+    return rows
+
+
+@dataclass
+class Job:
+    """One request's generation, between its thread and the decoder."""
+
+    tokens: list[int]
+    settings: dict[str, Any]
+    grammar: LlamaGrammar | None
+    n_ctx: int
+    budget: int  # tokens to generate at most
+    cancel: threading.Event | None  # set when the client has gone
+    out: queue.SimpleQueue[bytes | BaseException | None] = field(default_factory=queue.SimpleQueue)
+    done: threading.Event = field(default_factory=threading.Event)  # the request wants no more
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+
+@dataclass
+class Slot:
+    """A sequence of the context and the job it serves."""
+
+    sequence: ContextSequence
+    job: Job | None = None
+    sampler: LlamaSampler | None = None
+    next_token: int = -1  # the token to evaluate next: the prompt's last, then each sampled one
+    produced: int = 0
+
+
+class BatchedEngine(Engine):
+    """An ``Engine`` that serves up to ``parallel`` requests at once, decoding them together."""
+
+    def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
+                 max_n_ctx: int | None = None, prompt_cache: int = DEFAULT_PROMPT_CACHE,
+                 parallel: int = DEFAULT_PARALLEL) -> None:
+        if parallel < 1 or prompt_cache < 1:
+            raise ValueError("a batched engine needs at least one slot and one prompt-cache slot")
+        self.parallel = parallel
+        super().__init__(name, path, n_ctx=n_ctx, n_threads=n_threads, max_n_ctx=max_n_ctx)
+        check_can_be_cut(self.llm)
+        self.cache = PromptCache(prompt_cache)
+        self.prompt_cache_slots = prompt_cache
+        self.context = Context(self.llm, parallel, n_ctx)
+        self.slots = [Slot(sequence) for sequence in self.context.sequences]
+        self.waiting: deque[Job] = deque()
+        self.wake = threading.Condition()
+        self.forget_requested: threading.Event | None = None
+        self.rows = 0  # measured by the decoder thread as it starts
+        started: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+        threading.Thread(target=self._decoder, args=(started,), name="decoder", daemon=True).start()
+        if error := started.get():
+            raise error
+
+    def _new_llama(self, n_ctx: int) -> tuple[Llama, int]:
+        """The weights, tokenizer and metadata; the KV cache lives in ``self.context``."""
+        return super()._new_llama(CHUNK)
+
+    def _fit_context(self, num_ctx: int | None) -> tuple[int, int]:
+        return self._wanted_context(num_ctx), 0  # the decoder resizes between requests
+
+    def _sampled_bytes(self, tokens: list[int], settings: dict[str, Any], format: Format, n_ctx: int,
+                       budget: int, cancel: threading.Event | None = None) -> Iterator[bytes]:
+        """Queue the request for the decoder and pass on its tokens as they come."""
+        job = Job(tokens, settings, self.grammar_for(format), n_ctx, budget, cancel)
+        with self.wake:
+            self.waiting.append(job)
+            self.wake.notify()
+        try:
+            while (item := job.out.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            job.done.set()
+            with self.wake:
+                self.wake.notify()
+
+    def forget_cache(self) -> None:
+        """Forget the saved prompts and every sequence's tokens, once no request is running."""
+        done = threading.Event()
+        with self.wake:
+            self.forget_requested = done
+            self.wake.notify()
+        done.wait()
+
+    # The decoder thread: everything below runs on it and only there. Every llama_decode of
+    # this engine is made from this one thread: llama.cpp's CPU threads (OpenMP) spin between
+    # two steps only while no more of them exist than cores, and each calling thread gets its
+    # own; decoding from a second thread made every step about 60% slower on 2 cores.
+
+    def _decoder(self, started: queue.SimpleQueue[BaseException | None]) -> None:
+        try:
+            self.rows = same_arithmetic_rows(self.context, self.llm.tokenize(b"Hello", add_bos=False)[0])
+        except BaseException as error:
+            started.put(error)
+            return
+        started.put(None)
+        while True:
+            with self.wake:
+                self.wake.wait_for(self._has_work)
+                self._free_finished()
+                self._forget_if_asked()
+                self._resize_if_needed()
+                admitted = self._admit()
+            for slot in admitted:
+                self._start(slot)
+            self._step()
+
+    def _busy(self) -> list[Slot]:
+        return [slot for slot in self.slots if slot.job is not None]
+
+    def _has_work(self) -> bool:
+        return bool(self.waiting or self._busy() or self.forget_requested)
+
+    def _free_finished(self) -> None:
+        """Free the slots of requests that want no more, and drop waiting ones whose client left."""
+        for slot in self._busy():
+            if slot.job and (slot.job.done.is_set() or slot.job.cancelled):
+                self._end(slot)
+        for job in [job for job in self.waiting if job.cancelled]:
+            self.waiting.remove(job)
+            job.out.put(None)
+
+    def _forget_if_asked(self) -> None:
+        if self.forget_requested and not self._busy():
+            assert self.cache is not None
+            self.cache.clear()
+            for slot in self.slots:
+                slot.sequence.forget()
+                slot.sequence.live = ()
+            self.forget_requested.set()
+            self.forget_requested = None
+
+    def _resize_if_needed(self) -> None:
+        """When the next request wants another context size and nothing runs, make that context.
+
+        The new context is made before the old one is let go: if that fails, the request gets
+        the error and the server keeps serving with the context it had.
+        """
+        if not self.waiting or self.waiting[0].n_ctx == self.n_ctx or self._busy():
+            return
+        job = self.waiting.popleft()
+        started = time.perf_counter_ns()
+        try:
+            context = Context(self.llm, self.parallel, job.n_ctx)
+        except Exception as error:  # llama.cpp reports a failed allocation as ValueError or RuntimeError
+            job.out.put(ContextTooLarge(f"could not make a context of {job.n_ctx} tokens ({error}); "
+                                        f"the server keeps its context of {self.n_ctx}"))
+            return
+        self.context.close()
+        self.context, self.n_ctx = context, job.n_ctx
+        self.slots = [Slot(sequence) for sequence in context.sequences]
+        assert self.cache is not None
+        self.cache.clear()
+        self.load_duration = time.perf_counter_ns() - started
+        self.waiting.appendleft(job)
+
+    def _admit(self) -> list[Slot]:
+        """Move waiting requests of the current context size into free slots, first come first served."""
+        admitted = []
+        free = [slot for slot in self.slots if slot.job is None]
+        while free and self.waiting and self.waiting[0].n_ctx == self.n_ctx and not self.forget_requested:
+            slot = free.pop(0)  # the lowest free sequence: busy ones stay side by side (see _batches)
+            slot.job, slot.produced = self.waiting.popleft(), 0
+            admitted.append(slot)
+        return admitted
+
+    def _start(self, slot: Slot) -> None:
+        """Evaluate the prompt but its last token (alone, through the prompt cache); make the sampler."""
+        job = slot.job
+        assert job is not None and self.cache is not None
+        try:
+            self.cache.prepare(slot.sequence, job.tokens)
+            slot.sampler = self._sampler(job.settings, job.grammar)
+            slot.next_token = job.tokens[-1]
+        except Exception as error:
+            job.out.put(error)
+            self._end(slot)
+
+    def _sampler(self, settings: dict[str, Any], grammar: LlamaGrammar | None) -> LlamaSampler:
+        """The sampling chain ``llama_cpp.Llama.generate`` builds for the same options."""
+        sampler = LlamaSampler()
+        sampler.add_penalties(self.llm.n_vocab(), settings["repeat_last_n"], settings["repeat_penalty"],
+                              settings["frequency_penalty"], settings["presence_penalty"])
+        if grammar is not None:
+            sampler.add_grammar(self.llm._model, grammar)
+        seed = settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED)
+        temperature = settings["temperature"]
+        if temperature == 0:
+            sampler.add_greedy()
+        else:
+            sampler.add_top_k(settings["top_k"])
+            sampler.add_typical(1.0, 1)
+            sampler.add_top_p(settings["top_p"], 1)
+            sampler.add_min_p(settings["min_p"], 1)
+            sampler.add_temp(temperature)
+            sampler.add_dist(seed)
+        return sampler
+
+    def _step(self) -> None:
+        """Decode one token for every busy slot, at most ``rows`` slots per ``llama_decode``.
+
+        The tokens are handed to their requests after the last batch of the step: a request's
+        thread that wakes up while llama.cpp computes takes a core from it (2 cores here).
+        """
+        sampled: list[tuple[Slot, int]] = []
+        for group in self._batches():
+            try:
+                self.context.decode([(slot.next_token, slot.sequence.n_tokens, slot.sequence.seq)
+                                     for slot in group])
+            except Exception as error:
+                for slot in group:
+                    if slot.job:
+                        slot.job.out.put(error)
+                    slot.sequence.forget()
+                    slot.sequence.live = ()
+                    self._end(slot)
+                continue
+            for row, slot in enumerate(group):
+                assert slot.sampler is not None
+                slot.sequence.n_tokens += 1
+                sampled.append((slot, slot.sampler.sample(self.context.ctx, row)))
+        for slot, token in sampled:
+            self._hand_out(slot, token)
+
+    def _batches(self) -> list[list[Slot]]:
+        """The busy slots in batches of at most ``rows`` neighbouring sequences.
+
+        A batch of sequences 0 and 2 took 68 ms a step on 2 cores where 0 and 1 took 39 ms:
+        llama.cpp reads the KV cache streams from the first to the last sequence of a batch.
+        """
+        runs: list[list[Slot]] = []
+        for slot in self.slots:  # in sequence order
+            if slot.job is None or slot.next_token < 0:
+                continue
+            if runs and runs[-1][-1].sequence.seq == slot.sequence.seq - 1:
+                runs[-1].append(slot)
+            else:
+                runs.append([slot])
+        batches = []
+        for run in runs:  # cut into equal parts: 4 neighbours with rows = 3 are two batches of 2
+            parts = -(-len(run) // self.rows)
+            batches += [run[len(run) * i // parts:len(run) * (i + 1) // parts] for i in range(parts)]
+        return batches
+
+    def _hand_out(self, slot: Slot, token: int) -> None:
+        """Give the slot's request its next token, or end it (end of turn, budget, request gone)."""
+        job = slot.job
+        assert job is not None
+        if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
+            self._end(slot)
+            return
+        job.out.put(self.llm.detokenize([token]))
+        slot.produced += 1
+        slot.next_token = token
+        if slot.produced >= job.budget or job.done.is_set() or job.cancelled:
+            self._end(slot)
+
+    def _end(self, slot: Slot) -> None:
+        """Free the slot and tell its request there is no more."""
+        if slot.job is not None:
+            slot.job.out.put(None)
+        slot.job, slot.sampler, slot.next_token = None, None, -1

@@ -1,0 +1,82 @@
+"""The batched engine (``--parallel N``): requests served at once give the same tokens as alone."""
+
+import threading
+from collections import Counter
+
+import pytest
+
+from course_lib.models import resolve_model
+from course_lib.server import batching
+from course_lib.server.batching import BatchedEngine
+from course_lib.server.engine import Engine, GenerationStats
+from course_lib.server.wire import Options
+
+pytestmark = pytest.mark.model
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_product_stock", "description": "Units in stock of a product, by warehouse.",
+    "parameters": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}}}]
+GREEDY = Options(temperature=0, num_predict=40)
+REQUESTS = [  # (question, tools, options, format)
+    ("Is SKU-12345 in stock?", TOOLS, GREEDY, None),
+    ("Write a short story about a lighthouse keeper.", None, GREEDY, None),
+    ("Give the name and age of a fictional cat as JSON.", None, GREEDY, "json"),
+    ("Write a haiku about rain.", None, Options(temperature=0.8, seed=7, num_predict=40), None),
+]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    name, path = resolve_model()
+    return BatchedEngine(name, path, n_ctx=2048, parallel=4)
+
+
+def reply(engine: Engine, question: str, tools, options: Options, format) -> str:
+    prompt = engine.render_prompt([{"role": "user", "content": question}], tools)
+    pieces = list(engine.generate(prompt, options, format))
+    assert isinstance(pieces[-1], GenerationStats)
+    return "".join(piece for piece in pieces if isinstance(piece, str))
+
+
+def test_the_engine_measures_how_many_rows_keep_the_arithmetic(engine):
+    assert 1 <= engine.rows <= engine.parallel
+
+
+def test_requests_decoded_together_get_the_tokens_they_get_alone(engine, monkeypatch):
+    alone = [reply(engine, *request) for request in REQUESTS]
+    rows: Counter[int] = Counter()
+    decode = batching.Context.decode
+
+    def counted(context, entries, every_row=True):
+        if every_row:
+            rows[len(entries)] += 1
+        return decode(context, entries, every_row)
+
+    monkeypatch.setattr(batching.Context, "decode", counted)
+    together: list[str] = [""] * len(REQUESTS)
+
+    def run(i: int) -> None:
+        together[i] = reply(engine, *REQUESTS[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(REQUESTS))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert together == alone
+    assert max(rows) > 1 and max(rows) <= engine.rows, "the requests were decoded in shared batches"
+
+
+def test_a_request_asks_for_its_own_context_size_between_others(engine):
+    question = REQUESTS[1]
+    before = reply(engine, *question)
+    assert reply(engine, question[0], None, Options(temperature=0, num_predict=40, num_ctx=1024), None) == before
+    assert engine.n_ctx == 1024
+    assert reply(engine, *question) == before and engine.n_ctx == 2048
+
+
+def test_the_batched_engine_answers_as_the_one_at_a_time_engine(engine):
+    name, path = resolve_model()
+    one_at_a_time = Engine(name, path, n_ctx=2048, prompt_cache=4)
+    for request in REQUESTS[:2]:
+        assert reply(engine, *request) == reply(one_at_a_time, *request)
