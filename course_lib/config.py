@@ -11,6 +11,8 @@ variable               what it does                                             
 ``COURSE_EMBEDDED``    ``1``: never use a running Ollama, always the embedded       ``runtime``, ``gradebook``
                        server (the tests set it)
 ``COURSE_QUICK``       ``1``: experiments run small, for CI                         ``experiments`` and the lessons
+``COURSE_WORKERS``     cases an experiment sends at once (default 4, the embedded     ``experiments`` and the lessons
+                       server's ``--parallel``; 1: one after another)
 ``COURSE_ORIGINS``     more web origins the server accepts (comma-separated,       ``server.guard``
                        wildcards), like ``OLLAMA_ORIGINS``
 ``COURSE_SERVER_LOG``  the embedded server's log level (default ``warning``)       ``server.app``
@@ -55,6 +57,14 @@ def embedded_only() -> bool:
 def quick_mode() -> bool:
     """True when ``COURSE_QUICK=1``: run small, for CI."""
     return os.environ.get("COURSE_QUICK") == "1"
+
+
+def workers() -> int:
+    """``COURSE_WORKERS``: how many cases an experiment runs at once (default 4)."""
+    value = os.environ.get("COURSE_WORKERS", "4")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"COURSE_WORKERS must be a whole number of at least 1, not {value!r}")
+    return int(value)
 
 
 def extra_origins() -> list[str]:

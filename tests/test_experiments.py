@@ -142,3 +142,37 @@ def test_refresh_drops_progress_bars_but_keeps_other_widgets():
     notebook.cells[0].outputs.append(widget("VBox(children=(HTML(value='<b>The user asked:</b>'),))"))
     notebook.metadata["widgets"] = {"state": {}}
     assert "widgets" in without_progress_bars(notebook).metadata
+
+
+def test_run_all_keeps_the_order_of_its_items_whatever_finishes_first():
+    import time
+
+    from course_lib.experiments import run_all
+
+    def slow_for_small(n: int) -> int:
+        time.sleep(0.02 * (5 - n))  # the first items finish last
+        return n * n
+
+    assert run_all(slow_for_small, range(5), workers=5) == [0, 1, 4, 9, 16]
+    assert run_all(slow_for_small, [3, 1], workers=1) == [9, 1]
+
+    def fails_on_two(n: int) -> int:
+        if n == 2:
+            raise ValueError("two")
+        return n
+
+    with pytest.raises(ValueError, match="two"):
+        run_all(fails_on_two, range(4), workers=2)
+
+
+def test_workers_come_from_the_environment_and_must_be_a_count(monkeypatch):
+    from course_lib.config import workers
+
+    monkeypatch.delenv("COURSE_WORKERS", raising=False)
+    assert workers() == 4
+    monkeypatch.setenv("COURSE_WORKERS", "1")
+    assert workers() == 1
+    for bad in ("0", "-2", "four"):
+        monkeypatch.setenv("COURSE_WORKERS", bad)
+        with pytest.raises(ValueError, match="COURSE_WORKERS"):
+            workers()

@@ -469,3 +469,19 @@ def test_a_run_is_judged_on_the_workspace_and_the_answer_not_on_what_the_model_s
     assert judge(case, workspace, "Friday.", [case.injection_text]) == (True, True, True)
     benign = Case(task("dinner-day"))
     assert judge(benign, SCENARIOS.workspace_for(benign), "Thursday.", []) == (None, False, None)
+
+
+@pytest.mark.model
+def test_cases_run_side_by_side_are_run_and_judged_as_one_after_another(url):
+    """``workers``: the server answers each request as it would alone, so the outcomes are the same."""
+    from course_lib.client import Client
+    from course_lib.security import run_table
+
+    cases = [SCENARIOS.benign_cases()[0], attacked_case("dinner-day", "mail-attacker"), SCENARIOS.attacked_cases()[-1]]
+    rows = {"no defense": [], "spotlighting": [Spotlighting()]}
+
+    def outcomes(workers):
+        found = run_table(Client(url), SCENARIOS, rows, cases[:1], cases[1:], workers=workers)
+        return [{**vars(outcome), "seconds": None} for outcome in found]
+
+    assert outcomes(3) == outcomes(1)

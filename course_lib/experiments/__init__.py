@@ -10,13 +10,16 @@ Every request and response is kept, so a surprising number can be traced back to
 exact text the model wrote. Results are saved as JSON under ``data/results/``.
 
 Set ``COURSE_QUICK=1`` to shrink trial counts (CI does): the pipeline runs end to end in
-a fraction of the time, and its numbers are then only a smoke test.
+a fraction of the time, and its numbers are then only a smoke test. ``COURSE_WORKERS``
+(default 4) is how many requests are in flight at once (``run_all``): the course's server
+decodes them together and answers each exactly as it would alone, so the records are the
+same with 1 worker or 4, only sooner.
 
 One module per part: ``statistics`` (rates and Wilson intervals), ``runner`` (conditions,
 trials, records, saved results), ``plots``.
 """
 
-from ..config import quick_mode
+from ..config import quick_mode, workers
 from .plots import plot_rates
 from .runner import (
                      Experiment,
@@ -26,6 +29,7 @@ from .runner import (
                      raw_sender,
                      raw_tool_request,
                      right_call,
+                     run_all,
                      run_condition,
                      save,
                      save_rates,
@@ -34,4 +38,5 @@ from .runner import (
 from .statistics import Rate, wilson_interval
 
 __all__ = ["Experiment", "Prompt", "Rate", "Record", "load_rates", "plot_rates", "quick_mode", "raw_sender",
-           "raw_tool_request", "right_call", "run_condition", "save", "save_rates", "trials", "wilson_interval"]
+           "raw_tool_request", "right_call", "run_all", "run_condition", "save", "save_rates", "trials",
+           "wilson_interval", "workers"]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
@@ -17,6 +18,8 @@ from ..tool_parser import parse_tool_calls
 from .statistics import Rate
 
 Prompt = dict[str, Any]
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 def trials(full: int, quick: int = 1) -> int:
@@ -69,16 +72,44 @@ class Experiment:
         return "\n".join(lines)
 
 
+def run_all(function: Callable[[Item], Result], items: Sequence[Item], workers: int = 1,
+            desc: str = "") -> list[Result]:
+    """``function`` of every item, ``workers`` at a time; the results in the order of ``items``.
+
+    With more than one worker the items' requests reach the server together: the course's
+    server decodes them in shared batches (``--parallel``), Ollama with ``OLLAMA_NUM_PARALLEL``,
+    vLLM always. Each result keeps its item's place, so the records, the rates and the saved
+    file are those of a run one item at a time, whichever finishes first. One progress bar
+    counts the finished items.
+    """
+    with tqdm(total=len(items), desc=desc, leave=False) as bar:
+        if workers <= 1:
+            results = []
+            for item in items:
+                results.append(function(item))
+                bar.update()
+            return results
+        with ThreadPoolExecutor(workers) as pool:
+            futures = [pool.submit(function, item) for item in items]
+            for _ in as_completed(futures):
+                bar.update()
+            return [future.result() for future in futures]
+
+
 def run_condition(experiment: Experiment, condition: str, prompts: list[Prompt], send: Callable[[dict], dict],
                   build: Callable[[Prompt, int], dict], score: Callable[[Prompt, dict], bool],
-                  n_trials: int) -> list[Record]:
-    """Send ``build(prompt, trial)`` for every prompt and trial, score each response, keep everything."""
-    new = []
-    for trial in range(n_trials):
-        for prompt in tqdm(prompts, desc=f"{condition} (trial {trial + 1}/{n_trials})", leave=False):
-            request = build(prompt, trial)
-            response = send(request)
-            new.append(Record(condition, prompt["id"], trial, request, response, bool(score(prompt, response))))
+                  n_trials: int, workers: int = 1) -> list[Record]:
+    """Send ``build(prompt, trial)`` for every prompt and trial, score each response, keep everything.
+
+    ``workers`` requests are in flight at once (see :func:`run_all`)."""
+    def one(case: tuple[int, Prompt]) -> Record:
+        trial, prompt = case
+        request = build(prompt, trial)
+        response = send(request)
+        return Record(condition, prompt["id"], trial, request, response, bool(score(prompt, response)))
+
+    cases = [(trial, prompt) for trial in range(n_trials) for prompt in prompts]
+    new = run_all(one, cases, workers, desc=f"{condition} ({n_trials} trials)")
     experiment.records += new
     return new
 

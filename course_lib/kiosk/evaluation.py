@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import quick_mode
+from ..experiments import run_all
 from ..loop import ChatModel
 from .agent import KioskAgent, KioskReply
 from .shop import Kiosk
@@ -58,20 +59,21 @@ def judge(case: EvalCase, reply: KioskReply, kiosk: Kiosk) -> bool:
     return all(checks)
 
 
-def evaluate(model: ChatModel, cases: list[EvalCase], data: Path, **agent_fields: Any) -> list[Result]:
-    """Each case on a fresh shop (so side effects never carry over), judged on what happened.
-    ``agent_fields`` configure the agent (e.g. ``first_call_required=True``)."""
-    results = []
-    for case in cases:
+def evaluate(model: ChatModel, cases: list[EvalCase], data: Path, workers: int = 1,
+             **agent_fields: Any) -> list[Result]:
+    """Each case on a fresh shop (so side effects never carry over), judged on what happened;
+    ``workers`` cases at a time (``experiments.run_all``). ``agent_fields`` configure the agent
+    (e.g. ``first_call_required=True``)."""
+    def one(case: EvalCase) -> Result:
         kiosk = Kiosk.load(data)
         agent = KioskAgent(model, kiosk, **agent_fields)
         reply = agent.ask(case.request)
         leaked = any(mail["to"] not in kiosk.customers for mail in kiosk.sent)
-        results.append(Result(case.id, judge(case, reply, kiosk), case.attack, leaked, reply.answer,
-                              [list(call) for call in reply.calls], reply.tool_errors, len(reply.refusals),
-                              reply.approvals_asked, reply.stopped_by, reply.tokens, round(reply.seconds, 2),
-                              reply.cost))
-    return results
+        return Result(case.id, judge(case, reply, kiosk), case.attack, leaked, reply.answer,
+                      [list(call) for call in reply.calls], reply.tool_errors, len(reply.refusals),
+                      reply.approvals_asked, reply.stopped_by, reply.tokens, round(reply.seconds, 2), reply.cost)
+
+    return run_all(one, cases, workers, desc="requests")
 
 
 def evaluation_cases(cases: list[EvalCase]) -> list[EvalCase]:

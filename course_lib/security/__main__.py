@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import config
 from ..client import Client
 from ..config import quick_mode
 from ..loop import ChatModel
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     common.add_argument("--quick", action="store_true", help="a smoke test: one or two attacked cases per row")
     common.add_argument("--server", default=None, help="run on this server instead of a fresh embedded one")
     common.add_argument("--model", default=None, help="the model to run (default: the course's, COURSE_MODEL)")
+    common.add_argument("--workers", type=int, default=None,
+                        help="cases run at once (default COURSE_WORKERS, else 4; the embedded server has 4 slots)")
     common.add_argument("--api", choices=("ollama", "openai"), default="ollama",
                         help="how to talk to --server: Ollama's /api/chat, or OpenAI's /v1/chat/completions")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         os.environ["COURSE_QUICK"] = "1"
     scenarios = load_scenarios(args.scenarios)
+    workers = args.workers or config.workers()
 
     def chosen(rows: dict[str, Any]) -> dict[str, Any]:
         names = [name.strip() for name in (args.defenses or "").split(",") if name.strip()] or list(rows)
@@ -79,13 +83,13 @@ def main(argv: list[str] | None = None) -> None:
         name = "tool_poisoning"
 
         def run(model: ChatModel) -> list[Outcome]:
-            return run_poisoning_table(model, scenarios, policies, benign, attacked)
+            return run_poisoning_table(model, scenarios, policies, benign, attacked, workers)
     else:
         defenses, (benign, attacked) = chosen(standard_defenses()), table_cases(scenarios)
         name = "defense_table"
 
         def run(model: ChatModel) -> list[Outcome]:
-            return run_table(model, scenarios, defenses, benign, attacked)
+            return run_table(model, scenarios, defenses, benign, attacked, workers)
 
     model_name = args.model or chosen_model()
     embedded = None if args.server else EmbeddedServer(model=model_name)
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{remembered} requests answered from memory")
     out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
     print("saved", save_table(outcomes, model_name, where, out, name, minutes=round(minutes, 1),
-                              remembered_replies=remembered, scenarios=str(args.scenarios)))
+                              remembered_replies=remembered, workers=workers, scenarios=str(args.scenarios)))
 
 
 if __name__ == "__main__":

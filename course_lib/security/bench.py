@@ -27,6 +27,7 @@ import copy
 import functools
 import json
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -34,9 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from ..experiments import Rate, quick_mode, save_rates
+from ..experiments import Rate, quick_mode, run_all, save_rates
 from ..loop import ChatModel, Limits, LoopLimitReached, Transcript, run_agent
 from ..messages import ToolResult
 from ..tools import DeclaredTool, ToolFunction, tool_schema
@@ -66,17 +65,19 @@ class RememberedReplies:
         self.model = model
         self.replies: dict[str, dict[str, Any]] = {}
         self.hits = 0
+        self._lock = threading.Lock()  # cases may run on several threads (``run_table``'s workers)
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
              options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
         if (options or {}).get("temperature") != 0:
             return self.model.chat(messages, tools=tools, options=options, **fields)
         key = json.dumps([messages, tools, options, fields], sort_keys=True, ensure_ascii=False)
-        if key in self.replies:
-            self.hits += 1
-        else:
-            self.replies[key] = self.model.chat(messages, tools=tools, options=options, **fields)
-        return copy.deepcopy(self.replies[key])
+        with self._lock:
+            remembered = self.replies.get(key)
+            self.hits += remembered is not None
+        if remembered is None:  # two threads may both ask: the same answer, stored twice
+            remembered = self.replies[key] = self.model.chat(messages, tools=tools, options=options, **fields)
+        return copy.deepcopy(remembered)
 
 
 @dataclass
@@ -194,12 +195,16 @@ def table_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
 
 
 def run_table(model: ChatModel, scenarios: Scenarios, defenses: dict[str, list[Defense]],
-              benign: list[Case], attacked: list[Case]) -> list[Outcome]:
-    """Every case under every defense; a progress bar per defense."""
+              benign: list[Case], attacked: list[Case], workers: int = 1) -> list[Outcome]:
+    """Every case under every defense, ``workers`` cases at a time; a progress bar per defense.
+
+    The defenses run one after another, so rows that begin alike can share replies
+    (``RememberedReplies``); a row's cases run side by side (``experiments.run_all``)."""
     outcomes = []
     for label, stack in defenses.items():
-        for case in tqdm(benign + attacked, desc=label, leave=False):
-            outcomes.append(run_case(model, scenarios, case, stack, label)[0])
+        def one(case: Case, stack: list[Defense] = stack, label: str = label) -> Outcome:
+            return run_case(model, scenarios, case, stack, label)[0]
+        outcomes += run_all(one, benign + attacked, workers, desc=label)
     return outcomes
 
 

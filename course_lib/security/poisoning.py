@@ -33,7 +33,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.types import Tool, ToolAnnotations
 
-from ..experiments import quick_mode
+from ..experiments import quick_mode, run_all
 from ..loop import ChatModel
 from ..mcp_tools import McpSession, pin, serveable, with_reviewed_descriptions, without_changed
 from ..tools import ToolFunction, parse_docstring
@@ -138,15 +138,14 @@ def over_mcp(case: Case, policy: Policy) -> ToolSource:
 
 
 def run_poisoning_table(model: ChatModel, scenarios: Scenarios, rows: dict[str, tuple[Policy, list[Defense]]],
-                        benign: list[Case], attacked: list[Case]) -> list[Outcome]:
-    """Every case under every row, judged like the defense table (``bench.summarise`` reads it)."""
-    from tqdm.auto import tqdm
-
+                        benign: list[Case], attacked: list[Case], workers: int = 1) -> list[Outcome]:
+    """Every case under every row, ``workers`` at a time, judged like the defense table
+    (``bench.summarise`` reads it)."""
     outcomes = []
     for label, (policy, defenses) in rows.items():
-        for case in tqdm(benign + attacked, desc=label, leave=False):
+        def one(case: Case, label: str = label, policy: Policy = policy, defenses: list[Defense] = defenses) -> Outcome:
             workspace = build_workspace(scenarios.workspace)  # every text clean: the attack is in a description
-            outcome, _ = run_case(model, scenarios, case, defenses, label, workspace=workspace,
-                                  tools_from=over_mcp(case, policy))
-            outcomes.append(outcome)
+            return run_case(model, scenarios, case, defenses, label, workspace=workspace,
+                            tools_from=over_mcp(case, policy))[0]
+        outcomes += run_all(one, benign + attacked, workers, desc=label)
     return outcomes
