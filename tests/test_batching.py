@@ -39,7 +39,12 @@ def reply(engine: Engine, question: str, tools, options: Options, format) -> str
 
 
 def test_the_engine_measures_how_many_rows_keep_the_arithmetic(engine):
-    assert 1 <= engine.rows <= engine.parallel
+    assert 1 <= engine.rows == engine.exact_rows <= engine.parallel == 4
+    name, path = resolve_model()
+    by_default = BatchedEngine(name, path, n_ctx=256)
+    assert by_default.parallel == min(by_default.rows, batching.MAX_AUTO_PARALLEL)  # one call a step
+    faster = BatchedEngine(name, path, n_ctx=256, parallel=4, batch_rows=4)
+    assert faster.rows == 4 and faster.exact_rows == engine.exact_rows
 
 
 def test_requests_decoded_together_get_the_tokens_they_get_alone(engine, monkeypatch):

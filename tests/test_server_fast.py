@@ -489,9 +489,7 @@ def test_an_engine_with_slots_runs_that_many_at_once_and_queues_the_rest(tmp_pat
 
 def test_parallel_slots_need_the_prompt_cache():
     from course_lib.server.app import parse_args
-    from course_lib.server.batching import DEFAULT_PARALLEL
-
-    assert parse_args([]).parallel == DEFAULT_PARALLEL and parse_args(["--parallel", "2"]).parallel == 2
+    assert parse_args([]).parallel is None and parse_args(["--parallel", "2"]).parallel == 2
     assert parse_args(["--reset-cache", "--parallel", "4"]).parallel == 1
     assert parse_args(["--prompt-cache", "0"]).parallel == 1
     with pytest.raises(SystemExit):

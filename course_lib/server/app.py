@@ -55,7 +55,7 @@ from ..messages import describe_errors
 from ..models import REGISTRY, resolve_model
 from ..tool_parser import parse_tool_calls, possible_call_start
 from . import dialects
-from .batching import DEFAULT_PARALLEL, BatchedEngine
+from .batching import MAX_AUTO_PARALLEL, BatchedEngine
 from .engine import (
     DEFAULT_PROMPT_CACHE,
     BadFormat,
@@ -475,9 +475,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=11434)
     parser.add_argument("--max-queue", type=int, default=8, help="requests that may wait for a slot")
-    parser.add_argument("--parallel", type=int, default=DEFAULT_PARALLEL, metavar="N",
+    parser.add_argument("--parallel", type=int, default=None, metavar="N",
                         help="requests served at once, their tokens decoded together (as OLLAMA_NUM_PARALLEL; "
-                             f"default {DEFAULT_PARALLEL}; 1 with --prompt-cache 0 or --reset-cache)")
+                             "default: as many as one batch holds without changing any row's arithmetic, "
+                             f"measured at start, at most {MAX_AUTO_PARALLEL}; "
+                             "1 with --prompt-cache 0 or --reset-cache)")
+    parser.add_argument("--batch-rows", type=int, default=None, metavar="N",
+                        help="decode up to N requests' tokens in one batch even where that changes the "
+                             "arithmetic (faster; then an answer at temperature 0 depends on what ran beside it)")
     parser.add_argument("--num-ctx", type=int, default=4096, help="context window at start-up")
     parser.add_argument("--max-num-ctx", type=int, default=None,
                         help="largest options.num_ctx a request may ask for (default: the model's own length)")
@@ -493,8 +498,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.prompt_cache < 0:
         parser.error("--prompt-cache takes a number of slots (0 or more)")
-    if args.parallel < 1:
-        parser.error("--parallel takes a number of slots (1 or more)")
+    if any(value is not None and value < 1 for value in (args.parallel, args.batch_rows)):
+        parser.error("--parallel and --batch-rows take a number (1 or more)")
     if args.reset_cache:
         args.prompt_cache = 0
     if args.prompt_cache == 0:
@@ -510,8 +515,9 @@ def main(argv: list[str] | None = None) -> int:
     engine: Engine
     if args.prompt_cache:
         engine = BatchedEngine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
-                               prompt_cache=args.prompt_cache, parallel=args.parallel)
-        batching = f"; {args.parallel} slots, up to {engine.rows} decoded in one batch"
+                               prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows)
+        batching = (f"; {engine.parallel} slots, up to {engine.rows} decoded in one batch "
+                    f"({engine.exact_rows} without changing a row's arithmetic)")
     else:
         engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads,
                         reset_each_request=args.reset_cache, max_n_ctx=args.max_num_ctx)

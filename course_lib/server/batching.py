@@ -14,9 +14,11 @@ way, and a request's answer depends on what else was running. So at start-up the
 measures it: it decodes one token alone and in batches of 2, 3, ... rows and keeps the
 largest batch whose every row gets the same logits, bit for bit, as the row alone
 (``rows``: 3 on the course's 2-core machine). It never decodes more rows than that in one
-call; 4 sequences are decoded as two batches of 2. A request's answer is then the same token
-for token whether it ran alone or next to others, and the same as the one-at-a-time engine's
-(``tests/test_batching.py`` checks both).
+call, and unless told otherwise it has that many slots. A request's answer is then the same
+token for token whether it ran alone or next to others, and the same as the one-at-a-time
+engine's (``tests/test_batching.py`` checks both). With more slots than ``rows`` (``--parallel
+4``) a step takes two calls: 4 sequences are decoded as two batches of 2, which on 2 cores took
+80 ms a step where 3 sequences in one batch took 45.
 
 Prompts are evaluated alone (a sequence's chunks never share a batch with another's), through
 the same ``PromptCache`` as the one-at-a-time engine: its saved prefixes are shared by all
@@ -49,7 +51,7 @@ from .engine import DEFAULT_NUM_CTX, DEFAULT_PROMPT_CACHE, ContextTooLarge, Engi
 from .prompt_cache import CHUNK, PromptCache, SavedState, check_can_be_cut, saved_sequence
 from .wire import Format
 
-DEFAULT_PARALLEL = 4  # the server's slots (``--parallel``), as Ollama's OLLAMA_NUM_PARALLEL
+MAX_AUTO_PARALLEL = 4  # slots when none are asked for: at most Ollama's usual OLLAMA_NUM_PARALLEL
 N_BATCH = 512
 
 
@@ -177,22 +179,19 @@ class BatchedEngine(Engine):
 
     def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
                  max_n_ctx: int | None = None, prompt_cache: int = DEFAULT_PROMPT_CACHE,
-                 parallel: int = DEFAULT_PARALLEL) -> None:
-        if parallel < 1 or prompt_cache < 1:
-            raise ValueError("a batched engine needs at least one slot and one prompt-cache slot")
-        self.parallel = parallel
+                 parallel: int | None = None, batch_rows: int | None = None) -> None:
+        if any(value is not None and value < 1 for value in (parallel, batch_rows)) or prompt_cache < 1:
+            raise ValueError("a batched engine needs at least one slot, one row and one prompt-cache slot")
         super().__init__(name, path, n_ctx=n_ctx, n_threads=n_threads, max_n_ctx=max_n_ctx)
         check_can_be_cut(self.llm)
         self.cache = PromptCache(prompt_cache)
         self.prompt_cache_slots = prompt_cache
-        self.context = Context(self.llm, parallel, n_ctx)
-        self.slots = [Slot(sequence) for sequence in self.context.sequences]
         self.waiting: deque[Job] = deque()
         self.wake = threading.Condition()
         self.forget_requested: threading.Event | None = None
-        self.rows = 0  # measured by the decoder thread as it starts
         started: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
-        threading.Thread(target=self._decoder, args=(started,), name="decoder", daemon=True).start()
+        threading.Thread(target=self._decoder, args=(parallel, batch_rows, started), name="decoder",
+                         daemon=True).start()
         if error := started.get():
             raise error
 
@@ -233,9 +232,10 @@ class BatchedEngine(Engine):
     # two steps only while no more of them exist than cores, and each calling thread gets its
     # own; decoding from a second thread made every step about 60% slower on 2 cores.
 
-    def _decoder(self, started: queue.SimpleQueue[BaseException | None]) -> None:
+    def _decoder(self, parallel: int | None, batch_rows: int | None,
+                 started: queue.SimpleQueue[BaseException | None]) -> None:
         try:
-            self.rows = same_arithmetic_rows(self.context, self.llm.tokenize(b"Hello", add_bos=False)[0])
+            self._measure_and_allocate(parallel, batch_rows)
         except BaseException as error:
             started.put(error)
             return
@@ -250,6 +250,25 @@ class BatchedEngine(Engine):
             for slot in admitted:
                 self._start(slot)
             self._step()
+
+    def _measure_and_allocate(self, parallel: int | None, batch_rows: int | None) -> None:
+        """Measure ``exact_rows`` on a small context; then make the real one, with ``parallel`` slots.
+
+        ``rows``, the most rows per ``llama_decode``, is ``exact_rows`` unless ``batch_rows`` asks
+        for more (faster, but then an answer depends on what else was decoded with it). Without
+        a number, the slots are ``rows`` (at most ``MAX_AUTO_PARALLEL``): every step is then one
+        ``llama_decode``. On 2 cores 3 sequences took 45 ms a step in one batch, and 4 sequences
+        80 ms in two batches of 2, so a fourth slot would slow the other three down.
+        """
+        probe = Context(self.llm, max(parallel or 0, MAX_AUTO_PARALLEL), CHUNK)
+        try:
+            self.exact_rows = same_arithmetic_rows(probe, self.llm.tokenize(b"Hello", add_bos=False)[0])
+        finally:
+            probe.close()
+        self.rows = batch_rows or self.exact_rows
+        self.parallel = parallel or min(self.rows, MAX_AUTO_PARALLEL)
+        self.context = Context(self.llm, self.parallel, self.n_ctx)
+        self.slots = [Slot(sequence) for sequence in self.context.sequences]
 
     def _busy(self) -> list[Slot]:
         return [slot for slot in self.slots if slot.job is not None]
