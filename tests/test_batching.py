@@ -85,3 +85,14 @@ def test_the_batched_engine_answers_as_the_one_at_a_time_engine(engine):
     one_at_a_time = Engine(name, path, n_ctx=2048, prompt_cache=4)
     for request in REQUESTS[:2]:
         assert reply(engine, *request) == reply(one_at_a_time, *request)
+
+
+def test_an_unexpected_failure_reaches_the_request_and_the_engine_goes_on(engine, monkeypatch):
+    def broken(self):
+        raise RuntimeError("a bug in the decoder")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(BatchedEngine, "_step", broken)
+        with pytest.raises(RuntimeError, match="a bug in the decoder"):
+            reply(engine, *REQUESTS[0])
+    assert reply(engine, *REQUESTS[0])  # the decoder thread is still there

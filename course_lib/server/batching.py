@@ -241,15 +241,30 @@ class BatchedEngine(Engine):
             return
         started.put(None)
         while True:
-            with self.wake:
-                self.wake.wait_for(self._has_work)
-                self._free_finished()
-                self._forget_if_asked()
-                self._resize_if_needed()
-                admitted = self._admit()
-            for slot in admitted:
-                self._start(slot)
-            self._step()
+            try:
+                with self.wake:
+                    self.wake.wait_for(self._has_work)
+                    self._free_finished()
+                    self._forget_if_asked()
+                    self._resize_if_needed()
+                    admitted = self._admit()
+                for slot in admitted:
+                    self._start(slot)
+                self._step()
+            except Exception as error:  # a bug here must not leave requests waiting forever
+                self._fail_all(error)
+
+    def _fail_all(self, error: Exception) -> None:
+        """Hand ``error`` to every running and waiting request and start again from empty sequences."""
+        with self.wake:
+            jobs = [slot.job for slot in self.slots if slot.job] + list(self.waiting)
+            self.waiting.clear()
+        for job in jobs:
+            job.out.put(error)
+        for slot in self.slots:
+            slot.sequence.forget()
+            slot.sequence.live = ()
+            self._end(slot)
 
     def _measure_and_allocate(self, parallel: int | None, batch_rows: int | None) -> None:
         """Measure ``exact_rows`` on a small context; then make the real one, with ``parallel`` slots.
