@@ -2,11 +2,12 @@
 
     python benchmarks/batched_decoding.py [--sequences 4] [--tokens 128] [--rounds 2]
 
-The embedded server decodes one request at a time. llama.cpp can decode several sequences
-in one ``llama_decode`` call: each step reads the model's weights once for all of them,
-and on a CPU the weights' trip through memory is most of a step. This measures what that
-would buy, below the server: the same prompts, each prefilled alone, then decoded greedily
-``--tokens`` steps, once one sequence at a time and once all together (prefill not timed).
+llama.cpp can decode several sequences in one ``llama_decode`` call: each step reads the
+model's weights once for all of them, and on a CPU the weights' trip through memory is most
+of a step. This measures what that buys and what it changes, below the server's own
+batching (``course_lib/server/batching.py``): the same prompts, each prefilled alone, then
+decoded greedily ``--tokens`` steps, once one sequence at a time and once all together
+(prefill not timed).
 
 It prints, for each round, the two decoding times, their ratio, and how far each sequence's
 batched tokens equal the ones decoded alone: a batch changes the order of llama.cpp's

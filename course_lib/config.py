@@ -11,8 +11,8 @@ variable               what it does                                             
 ``COURSE_EMBEDDED``    ``1``: never use a running Ollama, always the embedded       ``runtime``, ``gradebook``
                        server (the tests set it)
 ``COURSE_QUICK``       ``1``: experiments run small, for CI                         ``experiments`` and the lessons
-``COURSE_WORKERS``     cases an experiment sends at once (default 4, the embedded     ``experiments`` and the lessons
-                       server's ``--parallel``; 1: one after another)
+``COURSE_WORKERS``     cases an experiment sends at once (default 4; 1: one after   ``experiments`` and the lessons
+                       another; the embedded server has 3 slots on 2 cores)
 ``COURSE_ORIGINS``     more web origins the server accepts (comma-separated,       ``server.guard``
                        wildcards), like ``OLLAMA_ORIGINS``
 ``COURSE_SERVER_LOG``  the embedded server's log level (default ``warning``)       ``server.app``

@@ -96,3 +96,8 @@ def test_an_unexpected_failure_reaches_the_request_and_the_engine_goes_on(engine
         with pytest.raises(RuntimeError, match="a bug in the decoder"):
             reply(engine, *REQUESTS[0])
     assert reply(engine, *REQUESTS[0])  # the decoder thread is still there
+
+
+def test_a_context_for_the_models_whole_length_gets_one_sequence_not_one_per_slot(engine):
+    assert engine._sequences_for(engine.default_n_ctx) == engine.parallel
+    assert engine._sequences_for(engine.max_n_ctx) == 1  # memory as in the one-at-a-time engine

@@ -12,8 +12,9 @@ exact text the model wrote. Results are saved as JSON under ``data/results/``.
 Set ``COURSE_QUICK=1`` to shrink trial counts (CI does): the pipeline runs end to end in
 a fraction of the time, and its numbers are then only a smoke test. ``COURSE_WORKERS``
 (default 4) is how many requests are in flight at once (``run_all``): the course's server
-decodes them together and answers each exactly as it would alone, so the records are the
-same with 1 worker or 4, only sooner.
+decodes them together and answers each exactly as it would alone, so on it the records are
+the same with 1 worker or 4, only sooner, apart from what measures time (a record's seconds,
+a limit in seconds). Another server may batch in a way that changes answers.
 
 One module per part: ``statistics`` (rates and Wilson intervals), ``runner`` (conditions,
 trials, records, saved results), ``plots``.

@@ -91,8 +91,13 @@ def run_all(function: Callable[[Item], Result], items: Sequence[Item], workers: 
             return results
         with ThreadPoolExecutor(workers) as pool:
             futures = [pool.submit(function, item) for item in items]
-            for _ in as_completed(futures):
-                bar.update()
+            try:
+                for future in as_completed(futures):
+                    future.result()  # the first error stops the run
+                    bar.update()
+            except BaseException:  # an error, or an interrupt: send no more requests
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
             return [future.result() for future in futures]
 
 

@@ -221,9 +221,8 @@ class BatchedEngine(Engine):
 
     def forget_cache(self) -> None:
         """Forget the saved prompts and every sequence's tokens, once no request is running."""
-        done = threading.Event()
         with self.wake:
-            self.forget_requested = done
+            done = self.forget_requested = self.forget_requested or threading.Event()  # callers share one
             self.wake.notify()
         done.wait()
 
@@ -318,11 +317,12 @@ class BatchedEngine(Engine):
         """
         if not self.waiting or self.waiting[0].n_ctx == self.n_ctx or self._busy():
             return
-        job = self.waiting.popleft()
+        job = self.waiting[0]
         started = time.perf_counter_ns()
         try:
-            context = Context(self.llm, self.parallel, job.n_ctx)
+            context = Context(self.llm, self._sequences_for(job.n_ctx), job.n_ctx)
         except Exception as error:  # llama.cpp reports a failed allocation as ValueError or RuntimeError
+            self.waiting.popleft()
             job.out.put(ContextTooLarge(f"could not make a context of {job.n_ctx} tokens ({error}); "
                                         f"the server keeps its context of {self.n_ctx}"))
             return
@@ -332,14 +332,21 @@ class BatchedEngine(Engine):
         assert self.cache is not None
         self.cache.clear()
         self.load_duration = time.perf_counter_ns() - started
-        self.waiting.appendleft(job)
+
+    def _sequences_for(self, n_ctx: int) -> int:
+        """How many sequences a context of ``n_ctx`` tokens each gets: every slot, unless that
+        would hold more tokens than the larger of ``max_n_ctx`` and the slots at the default size.
+        A request for the model's whole length then gets one sequence, not one per slot: the
+        memory stays that of one such context, as in the one-at-a-time engine."""
+        budget = max(self.max_n_ctx, self.parallel * self.default_n_ctx)
+        return max(1, min(self.parallel, budget // n_ctx))
 
     def _admit(self) -> list[Slot]:
         """Move waiting requests of the current context size into free slots, first come first served."""
         admitted = []
         free = [slot for slot in self.slots if slot.job is None]
         while free and self.waiting and self.waiting[0].n_ctx == self.n_ctx and not self.forget_requested:
-            slot = free.pop(0)  # the lowest free sequence: busy ones stay side by side (see _batches)
+            slot = free.pop(0)  # the lowest free sequence, so busy ones are mostly neighbours (see _batches)
             slot.job, slot.produced = self.waiting.popleft(), 0
             admitted.append(slot)
         return admitted
@@ -406,7 +413,7 @@ class BatchedEngine(Engine):
         """The busy slots in batches of at most ``rows`` neighbouring sequences.
 
         A batch of sequences 0 and 2 took 68 ms a step on 2 cores where 0 and 1 took 39 ms:
-        llama.cpp reads the KV cache streams from the first to the last sequence of a batch.
+        llama.cpp splits a batch whose sequences are not neighbours into smaller ones.
         """
         runs: list[list[Slot]] = []
         for slot in self.slots:  # in sequence order
