@@ -14,9 +14,9 @@ os.environ.setdefault("COURSE_QUICK", "1")  # experiments run small; COURSE_QUIC
 
 @pytest.fixture(scope="session")
 def server():
-    """The real server with the real model; two slots and ``--max-queue 1``, so that a full queue
-    is easy to reach."""
-    embedded = EmbeddedServer("--parallel", "2", "--max-queue", "1")
+    """The real server with the real model; two slots and ``--max-queue 2``: a full queue is easy
+    to reach, and 4 workers (``COURSE_WORKERS``' default) still fit."""
+    embedded = EmbeddedServer("--parallel", "2", "--max-queue", "2")
     yield embedded
     embedded.stop()
     assert embedded.process.returncode == 0, "the server should exit cleanly on SIGTERM:\n" + embedded.log()

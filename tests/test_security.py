@@ -478,7 +478,7 @@ def test_cases_run_side_by_side_are_run_and_judged_as_one_after_another(url):
     from course_lib.security import run_table
 
     cases = [SCENARIOS.benign_cases()[0], attacked_case("dinner-day", "mail-attacker"), SCENARIOS.attacked_cases()[-1]]
-    rows = {"no defense": [], "spotlighting": [Spotlighting()]}
+    rows = {"spotlighting": [Spotlighting()]}
 
     def outcomes(workers):
         found = run_table(Client(url), SCENARIOS, rows, cases[:1], cases[1:], workers=workers)

@@ -191,21 +191,21 @@ def test_a_prompt_longer_than_the_context_is_a_400(url):
 
 def long_generation(url, results):
     body = {"model": MODEL, "stream": False, "messages": [{"role": "user", "content": "Write a very long essay."}],
-            "options": {"temperature": 0, "num_predict": 60}}
+            "options": {"temperature": 0, "num_predict": 120}}
     results.append(post(url, "/api/chat", body).status_code)
 
 
 def test_a_full_queue_answers_503(url):
     results = []
-    workers = [threading.Thread(target=long_generation, args=(url, results)) for _ in range(3)]
-    for worker in workers:  # two run (--parallel 2), one waits: the line (max-queue 1) is now full
+    workers = [threading.Thread(target=long_generation, args=(url, results)) for _ in range(4)]
+    for worker in workers:  # two run (--parallel 2), two wait: the line (max-queue 2) is now full
         worker.start()
-        time.sleep(0.5)
+        time.sleep(0.3)
     response = post(url, "/api/chat", {"model": MODEL, "messages": TIME_QUESTION, "stream": False})
     assert response.status_code == 503 and "server busy" in response.json()["error"]
     for worker in workers:
         worker.join()
-    assert results == [200, 200, 200]
+    assert results == [200, 200, 200, 200]
 
 
 def test_a_client_that_disconnects_mid_stream_stops_the_generation(url):

@@ -114,7 +114,7 @@ def run_condition(experiment: Experiment, condition: str, prompts: list[Prompt],
         return Record(condition, prompt["id"], trial, request, response, bool(score(prompt, response)))
 
     cases = [(trial, prompt) for trial in range(n_trials) for prompt in prompts]
-    new = run_all(one, cases, workers, desc=f"{condition} ({n_trials} trials)")
+    new = run_all(one, cases, workers, desc=f"{condition} ({len(cases)} requests)")
     experiment.records += new
     return new
 
