@@ -56,7 +56,7 @@ class FakeSequence:
         return state.nbytes if self.restore_works else 0
 
     def forget(self) -> None:
-        self.kv = []
+        self.kv, self.live = [], ()
 
 
 @pytest.fixture

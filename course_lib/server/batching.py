@@ -85,7 +85,7 @@ class ContextSequence:
 
     def forget(self) -> None:
         llama_cpp.llama_memory_seq_rm(self.context.memory, self.seq, 0, -1)
-        self.n_tokens = 0
+        self.n_tokens, self.live = 0, ()
 
 
 class Context:
@@ -262,7 +262,6 @@ class BatchedEngine(Engine):
             job.out.put(error)
         for slot in self.slots:
             slot.sequence.forget()
-            slot.sequence.live = ()
             self._end(slot)
 
     def _measure_and_allocate(self, parallel: int | None, batch_rows: int | None) -> None:
@@ -305,7 +304,6 @@ class BatchedEngine(Engine):
             self.cache.clear()
             for slot in self.slots:
                 slot.sequence.forget()
-                slot.sequence.live = ()
             self.forget_requested.set()
             self.forget_requested = None
 
@@ -364,24 +362,14 @@ class BatchedEngine(Engine):
             self._end(slot)
 
     def _sampler(self, settings: dict[str, Any], grammar: LlamaGrammar | None) -> LlamaSampler:
-        """The sampling chain ``llama_cpp.Llama.generate`` builds for the same options."""
-        sampler = LlamaSampler()
-        sampler.add_penalties(self.llm.n_vocab(), settings["repeat_last_n"], settings["repeat_penalty"],
-                              settings["frequency_penalty"], settings["presence_penalty"])
-        if grammar is not None:
-            sampler.add_grammar(self.llm._model, grammar)
-        seed = settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED)
-        temperature = settings["temperature"]
-        if temperature == 0:
-            sampler.add_greedy()
-        else:
-            sampler.add_top_k(settings["top_k"])
-            sampler.add_typical(1.0, 1)
-            sampler.add_top_p(settings["top_p"], 1)
-            sampler.add_min_p(settings["min_p"], 1)
-            sampler.add_temp(temperature)
-            sampler.add_dist(seed)
-        return sampler
+        """The sampling chain for the request's options, made by the very code with which
+        ``Llama.generate`` makes it for the one-at-a-time engine (``Engine._sampled_bytes``)."""
+        self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
+        self.llm.last_n_tokens_size = settings["repeat_last_n"]
+        return self.llm._init_sampler(
+            top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"], temp=settings["temperature"],
+            repeat_penalty=settings["repeat_penalty"], presence_penalty=settings["presence_penalty"],
+            frequency_penalty=settings["frequency_penalty"], grammar=grammar)
 
     def _step(self) -> None:
         """Decode one token for every busy slot, at most ``rows`` slots per ``llama_decode``.
@@ -399,7 +387,6 @@ class BatchedEngine(Engine):
                     if slot.job:
                         slot.job.out.put(error)
                     slot.sequence.forget()
-                    slot.sequence.live = ()
                     self._end(slot)
                 continue
             for row, slot in enumerate(group):

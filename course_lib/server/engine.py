@@ -258,8 +258,9 @@ class Engine:
         if self.cache:
             self.cache.clear()
         if self.sequence:
-            self.sequence.live = ()
-        self.llm.reset()
+            self.sequence.forget()  # the model's one sequence: llm.reset(), and no live prefix
+        else:
+            self.llm.reset()
 
     def _wanted_context(self, num_ctx: int | None) -> int:
         """The context a request asks for (``options.num_ctx``, else the server's), if allowed."""

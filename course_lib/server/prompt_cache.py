@@ -77,7 +77,7 @@ class Sequence(Protocol):
         """Replace the sequence's tokens with a saved state; the number of bytes read."""
 
     def forget(self) -> None:
-        """Hold no tokens (this cannot fail)."""
+        """Hold no tokens, and so no ``live`` prefix (this cannot fail)."""
 
 
 def shared_prefix(a: tuple[int, ...] | list[int], b: list[int]) -> int:
@@ -134,7 +134,6 @@ class PromptCache:
         except BaseException:
             self.clear()
             sequence.forget()
-            sequence.live = ()
             raise
 
     def _prepare(self, sequence: Sequence, tokens: list[int]) -> None:
@@ -231,3 +230,4 @@ class LlamaSequence:
 
     def forget(self) -> None:
         self.llm.reset()
+        self.live = ()
