@@ -251,6 +251,15 @@ def test_an_engine_error_before_any_text_is_a_400(client, engine):
     assert response.status_code == 400 and "the grammar would not compile" in response.json()["error"]
 
 
+def test_a_model_failure_before_any_text_is_a_500_in_the_api_format(client, engine):
+    engine.say([RuntimeError("llama_decode returned -3")])
+    response = chat(client)
+    assert response.status_code == 500 and "llama_decode returned -3" in response.json()["error"]
+    engine.say([RuntimeError("llama_decode returned -3")])
+    reply = client.post("/v1/chat/completions", json={"model": FAKE_MODEL, "messages": HI})
+    assert reply.status_code == 500 and "llama_decode returned -3" in reply.json()["error"]["message"]
+
+
 def test_an_engine_error_mid_stream_becomes_the_last_line_or_event(client, engine):
     engine.say(["Hel", RuntimeError("the model fell over")], ["Hel", RuntimeError("the model fell over")])
     lines = ndjson(chat(client, stream=True))

@@ -298,8 +298,10 @@ async def start_generation(scheduler: Scheduler, prompt: str | Prompt,
         first = await anext(pieces)
     except (PromptTooLong, BadFormat, ContextTooLarge) as error:
         raise ApiError(400, str(error)) from None
-    except (ValueError, RuntimeError) as error:
+    except ValueError as error:  # llama-cpp-python's word for input it cannot take
         raise ApiError(400, f"could not start generation: {error}") from None
+    except RuntimeError as error:  # llama.cpp itself failed (llama_decode, a saved state): ours, not the caller's
+        raise ApiError(500, f"the model failed before its first token: {error}") from None
 
     async def replay() -> AsyncIterator[str | GenerationStats]:
         yield first
