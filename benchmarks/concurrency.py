@@ -40,9 +40,9 @@ from typing import Any
 from course_lib.client import Client
 from course_lib.experiments import Experiment, raw_sender, raw_tool_request, right_call, run_condition
 from course_lib.runtime import EmbeddedServer
-from course_lib.security import RememberedReplies, load_scenarios, run_table
+from course_lib.security import RememberedReplies, load_scenarios, run_table, standard_defenses
 from course_lib.security.bench import Outcome, run_case
-from course_lib.security.defenses import Spotlighting, ToolFilter
+from course_lib.security.defenses import Defense, Spotlighting, ToolFilter
 
 ROOT = Path(__file__).resolve().parent.parent
 SINGLE_PREFIX = ("--prompt-cache", "0")
@@ -113,10 +113,15 @@ class BeforeThePromptCache:
         self.helper.unload()
 
 
-def defense_table_slice(cases: int, workers: int) -> None:
+def defense_table_slice(cases: int, workers: int, full: bool = False) -> None:
+    """The first ``cases`` benign and attacked cases under three defenses, three ways; or, with
+    ``full``, the whole table (every case, every row) the old way and the new way only."""
     scenarios = load_scenarios(ROOT / "data" / "security_scenarios.json")
-    benign, attacked = scenarios.benign_cases()[:cases], scenarios.attacked_cases()[:cases]
-    defenses = {"no defense": [], "spotlighting": [Spotlighting()], "tool filter": [ToolFilter()]}
+    benign, attacked = scenarios.benign_cases(), scenarios.attacked_cases()
+    defenses: dict[str, list[Defense]] = standard_defenses()
+    if not full:
+        benign, attacked = benign[:cases], attacked[:cases]
+        defenses = {"no defense": [], "spotlighting": [Spotlighting()], "tool filter": [ToolFilter()]}
     runs = len(defenses) * (len(benign) + len(attacked))
 
     def before() -> list[Outcome]:
@@ -142,9 +147,11 @@ def defense_table_slice(cases: int, workers: int) -> None:
                 server.stop()
         return run
 
+    arms = {"before": before, "prompt cache": cached(1), f"prompt cache + {workers} workers": cached(workers)}
+    if full:
+        del arms["prompt cache"]
     report(f"defense table, {runs} runs ({len(defenses)} defenses x {len(benign) + len(attacked)} cases)",
-           {"before": before, "prompt cache": cached(1), f"prompt cache + {workers} workers": cached(workers)},
-           lambda outcomes: [{**vars(o), "seconds": None} for o in outcomes])
+           arms, lambda outcomes: [{**vars(o), "seconds": None} for o in outcomes])
 
 
 def lesson_8_slice(prompts: int, workers: int) -> None:
@@ -191,8 +198,12 @@ def report(title: str, arms: dict[str, Callable[[], Any]], comparable: Callable[
     for name in names[1:]:
         same = comparable(results[name]) == comparable(results[names[0]])
         print(f"  {name} / {names[0]}: {seconds[name] / seconds[names[0]]:.2f}; the same results: {same}")
-    same_cached = comparable(results[names[1]]) == comparable(results[names[2]])
-    print(f"  {names[2]} / {names[1]}: {seconds[names[2]] / seconds[names[1]]:.2f}; the same results: {same_cached}")
+    if len(names) == 3:
+        same = comparable(results[names[1]]) == comparable(results[names[2]])
+        print(f"  {names[2]} / {names[1]}: {seconds[names[2]] / seconds[names[1]]:.2f}; the same results: {same}")
+    if isinstance(results[names[0]], list):  # outcomes: how many runs differ from the first arm's
+        differ = sum(a != b for a, b in zip(comparable(results[names[0]]), comparable(results[names[-1]])))
+        print(f"  runs that differ between {names[0]} and {names[-1]}: {differ} of {len(results[names[0]])}")
 
 
 def main() -> None:
@@ -203,6 +214,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=11, help="labelled prompts of lesson 8")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--only", choices=("requests", "table", "lesson8"), default=None)
+    parser.add_argument("--full-table", action="store_true",
+                        help="the whole defense table, before and with workers (about an hour on 2 cores)")
     args = parser.parse_args()
     if args.only in (None, "requests"):
         exact = concurrent_requests(args.requests, args.tokens)
@@ -211,7 +224,7 @@ def main() -> None:
         print(f"  with --batch-rows {rows}, {sum(a == b for a, b in zip(exact, faster))} of {args.requests} "
               "answers equal the default server's", flush=True)
     if args.only in (None, "table"):
-        defense_table_slice(args.cases, args.workers)
+        defense_table_slice(args.cases, args.workers, args.full_table)
     if args.only in (None, "lesson8"):
         lesson_8_slice(args.prompts, args.workers)
 
