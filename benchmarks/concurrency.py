@@ -7,9 +7,11 @@ other (machines are noisy: read the ratios, not the seconds):
 
 1. **Concurrent requests.** ``--requests`` chat requests of ``--tokens`` generated tokens
    each, one after another, then all at once: against the default server (its batches never
-   change a row's arithmetic), then against one that batches them all (``--parallel N
-   --batch-rows N``). Prints both times, their ratio, and how many answers are the same text
-   both ways and the same as the default server's.
+   change a row's arithmetic), against one with a slot for each request on weights that are
+   not repacked (``--no-repack --parallel N``: every row computed alike, so its batches too
+   leave each answer as it is alone), and against one that batches them all on the default
+   weights (``--parallel N --batch-rows N``). Prints both times, their ratio, and how many
+   answers are the same text both ways and the same as the default server's.
 2. **A slice of the defense table** (lesson 9): the first ``--cases`` benign and attacked
    cases under three defenses, run three ways:
    - *before*: the runner as it was before the prompt cache: two servers with llama-cpp-
@@ -220,9 +222,10 @@ def main() -> None:
     if args.only in (None, "requests"):
         exact = concurrent_requests(args.requests, args.tokens)
         rows = str(args.requests)
-        faster = concurrent_requests(args.requests, args.tokens, "--parallel", rows, "--batch-rows", rows)
-        print(f"  with --batch-rows {rows}, {sum(a == b for a, b in zip(exact, faster))} of {args.requests} "
-              "answers equal the default server's", flush=True)
+        for arguments in (("--no-repack", "--parallel", rows), ("--parallel", rows, "--batch-rows", rows)):
+            answers = concurrent_requests(args.requests, args.tokens, *arguments)
+            print(f"  with {' '.join(arguments)}, {sum(a == b for a, b in zip(exact, answers))} of {args.requests} "
+                  "answers equal the default server's", flush=True)
     if args.only in (None, "table"):
         defense_table_slice(args.cases, args.workers, args.full_table)
     if args.only in (None, "lesson8"):

@@ -47,7 +47,8 @@ def test_the_engine_measures_how_many_rows_keep_the_arithmetic(engine):
     assert faster.rows == 4 and faster.exact_rows == engine.exact_rows
 
 
-def test_requests_decoded_together_get_the_tokens_they_get_alone(engine, monkeypatch):
+def decoded_together(engine: BatchedEngine, monkeypatch) -> tuple[list[str], list[str], Counter[int]]:
+    """Every request's answer alone, then all sent at once, and how many rows each decoding step had."""
     alone = [reply(engine, *request) for request in REQUESTS]
     rows: Counter[int] = Counter()
     decode = batching.Context.decode
@@ -68,8 +69,23 @@ def test_requests_decoded_together_get_the_tokens_they_get_alone(engine, monkeyp
         thread.start()
     for thread in threads:
         thread.join()
+    return alone, together, rows
+
+
+def test_requests_decoded_together_get_the_tokens_they_get_alone(engine, monkeypatch):
+    alone, together, rows = decoded_together(engine, monkeypatch)
     assert together == alone
     assert max(rows) > 1 and max(rows) <= engine.rows, "the requests were decoded in shared batches"
+
+
+def test_weights_not_repacked_batch_four_rows_with_the_same_tokens(monkeypatch):
+    name, path = resolve_model()
+    unpacked = BatchedEngine(name, path, n_ctx=2048, parallel=4, repack=False)
+    if unpacked.exact_rows < 4:
+        pytest.skip(f"on this CPU only {unpacked.exact_rows} rows keep their arithmetic without repacking")
+    alone, together, rows = decoded_together(unpacked, monkeypatch)
+    assert together == alone
+    assert max(rows) == 4, "all four requests were decoded in one batch"
 
 
 def test_a_request_asks_for_its_own_context_size_between_others(engine):

@@ -503,3 +503,8 @@ def test_parallel_slots_need_the_prompt_cache():
     assert parse_args(["--prompt-cache", "0"]).parallel == 1
     with pytest.raises(SystemExit):
         parse_args(["--parallel", "0"])
+
+
+def test_weights_are_repacked_unless_asked_not_to():
+    from course_lib.server.app import parse_args
+    assert parse_args([]).no_repack is False and parse_args(["--no-repack"]).no_repack is True

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     common.add_argument("--server", default=None, help="run on this server instead of a fresh embedded one")
     common.add_argument("--model", default=None, help="the model to run (default: the course's, COURSE_MODEL)")
     common.add_argument("--workers", type=int, default=None,
-                        help="cases run at once (default COURSE_WORKERS, else 4; the embedded server has 3 slots on 2 cores, and a case beyond them waits)")
+                        help="cases run at once (default COURSE_WORKERS, else 4; the embedded server has 3 slots "
+                             "on 2 cores, and a case beyond them waits)")
     common.add_argument("--api", choices=("ollama", "openai"), default="ollama",
                         help="how to talk to --server: Ollama's /api/chat, or OpenAI's /v1/chat/completions")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -485,6 +485,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-rows", type=int, default=None, metavar="N",
                         help="decode up to N requests' tokens in one batch even where that changes the "
                              "arithmetic (faster; then an answer at temperature 0 depends on what ran beside it)")
+    parser.add_argument("--no-repack", action="store_true",
+                        help="load the weights without llama.cpp's repacking (as llama-server's --no-repack): "
+                             "a few percent slower per token, but a batch of 4 or more rows is computed as one "
+                             "row is, so more requests can be decoded together without changing their answers "
+                             "(which differ slightly from the repacked weights' answers)")
     parser.add_argument("--num-ctx", type=int, default=4096, help="context window at start-up")
     parser.add_argument("--max-num-ctx", type=int, default=None,
                         help="largest options.num_ctx a request may ask for (default: the model's own length)")
@@ -517,14 +522,17 @@ def main(argv: list[str] | None = None) -> int:
     engine: Engine
     if args.prompt_cache:
         engine = BatchedEngine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
-                               prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows)
+                               prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows,
+                               repack=not args.no_repack)
         batching = (f"; {engine.parallel} slots, up to {engine.rows} decoded in one batch "
                     f"({engine.exact_rows} without changing a row's arithmetic)")
     else:
         engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads,
-                        reset_each_request=args.reset_cache, max_n_ctx=args.max_num_ctx)
+                        reset_each_request=args.reset_cache, max_n_ctx=args.max_num_ctx, repack=not args.no_repack)
         batching = "; one request at a time"
-    print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s{batching}", file=sys.stderr, flush=True)
+    repacked = "" if engine.repack else ", weights not repacked"
+    print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s{repacked}{batching}", file=sys.stderr,
+          flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,
                             log_level=config.server_log_level(), timeout_graceful_shutdown=2)

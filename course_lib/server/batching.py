@@ -179,10 +179,10 @@ class BatchedEngine(Engine):
 
     def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
                  max_n_ctx: int | None = None, prompt_cache: int = DEFAULT_PROMPT_CACHE,
-                 parallel: int | None = None, batch_rows: int | None = None) -> None:
+                 parallel: int | None = None, batch_rows: int | None = None, repack: bool = True) -> None:
         if any(value is not None and value < 1 for value in (parallel, batch_rows)) or prompt_cache < 1:
             raise ValueError("a batched engine needs at least one slot, one row and one prompt-cache slot")
-        super().__init__(name, path, n_ctx=n_ctx, n_threads=n_threads, max_n_ctx=max_n_ctx)
+        super().__init__(name, path, n_ctx=n_ctx, n_threads=n_threads, max_n_ctx=max_n_ctx, repack=repack)
         check_can_be_cut(self.llm)
         self.cache = PromptCache(prompt_cache)
         self.prompt_cache_slots = prompt_cache

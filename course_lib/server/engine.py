@@ -102,6 +102,37 @@ class ServedModel(Protocol):
     def forget_cache(self) -> None: ...
 
 
+_loading = threading.Lock()
+
+
+def load_llama(path: Path, repack: bool, **settings: Any) -> Llama:
+    """``Llama(model_path=path, **settings)``, with llama.cpp's weight repacking on or off.
+
+    On loading, llama.cpp rearranges ("repacks") the weights of some quantisation types for
+    faster CPU kernels. The repacked matrix product treats a batch of 4 or more rows with
+    another kernel than 1 to 3 rows, which adds the same numbers in another order; without
+    repacking every row is computed alike, whatever the batch (``batching.py`` measures it).
+    llama-cpp-python does not expose llama.cpp's switch (``use_extra_bufts``; llama-server's
+    ``--no-repack``), so for ``repack=False`` the default model parameters that ``Llama``
+    starts from are changed for the duration of the load.
+    """
+    if repack:
+        return Llama(model_path=str(path), **settings)
+    defaults = llama_cpp.llama_model_default_params
+
+    def without_repacking() -> llama_cpp.llama_model_params:
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    with _loading:
+        llama_cpp.llama_cpp.llama_model_default_params = without_repacking  # what Llama.__init__ calls
+        try:
+            return Llama(model_path=str(path), **settings)
+        finally:
+            llama_cpp.llama_cpp.llama_model_default_params = defaults
+
+
 class Engine:
     """A loaded model. Call ``generate()`` from one thread at a time."""
 
@@ -109,10 +140,11 @@ class Engine:
 
     def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX,
                  n_threads: int | None = None, reset_each_request: bool = False,
-                 max_n_ctx: int | None = None, prompt_cache: int = 0) -> None:
+                 max_n_ctx: int | None = None, prompt_cache: int = 0, repack: bool = True) -> None:
         self.name = name
         self.path = Path(path)
         self.n_threads = n_threads or self.default_threads()
+        self.repack = repack  # llama.cpp's repacked weights (its default); see load_llama
         self.reset_each_request = reset_each_request
         self.default_n_ctx = n_ctx  # what a request without options.num_ctx gets
         if prompt_cache and reset_each_request:
@@ -141,7 +173,7 @@ class Engine:
     def _new_llama(self, n_ctx: int) -> tuple[Llama, int]:
         """A fresh llama.cpp instance with an ``n_ctx``-token context, and ns it took."""
         started = time.perf_counter_ns()
-        llm = Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=512, n_threads=self.n_threads, verbose=False)
+        llm = load_llama(self.path, self.repack, n_ctx=n_ctx, n_batch=512, n_threads=self.n_threads, verbose=False)
         return llm, time.perf_counter_ns() - started
 
     def _new_sequence(self) -> LlamaSequence | None:
