@@ -31,6 +31,8 @@ from ..messages import ErrorKind, ToolResult, as_result
 from ..tools import ToolFunction
 from .workspace import READ_TOOLS, RECIPIENT_ARGUMENT, SIDE_EFFECT_TOOLS, canonical_recipient
 
+OPTIONS = {"temperature": 0, "seed": 0, "num_predict": 80}  # greedy: a run, and each defense's call, can be repeated
+
 
 @dataclass
 class RunContext:
@@ -43,7 +45,7 @@ class RunContext:
     prompt: str  # the user's request: the only instructions the agent should follow
     contacts: dict[str, str]
     model: ChatModel
-    options: dict[str, Any] | None = None
+    options: dict[str, Any] | None = None  # the model's options for a defense's own calls (None: OPTIONS)
     refusals: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
     approvals_asked: int = 0
     extra_calls: int = 0  # model calls made by defenses, not by the agent
@@ -52,7 +54,7 @@ class RunContext:
 
     def ask(self, messages: list[dict[str, Any]], **fields: Any) -> str:
         """A model call made by a defense, counted; returns the reply's text."""
-        reply = self.model.chat(messages, options=self.options, **fields)
+        reply = self.model.chat(messages, options=self.options or OPTIONS, **fields)
         self.extra_calls += 1
         self.extra_tokens += reply.get("prompt_eval_count", 0) + reply.get("eval_count", 0)
         return reply["message"]["content"]
