@@ -203,9 +203,9 @@ def report(title: str, arms: dict[str, Callable[[], Any]], comparable: Callable[
     if len(names) == 3:
         same = comparable(results[names[1]]) == comparable(results[names[2]])
         print(f"  {names[2]} / {names[1]}: {seconds[names[2]] / seconds[names[1]]:.2f}; the same results: {same}")
-    if isinstance(results[names[0]], list):  # outcomes: how many runs differ from the first arm's
-        differ = sum(a != b for a, b in zip(comparable(results[names[0]]), comparable(results[names[-1]])))
-        print(f"  runs that differ between {names[0]} and {names[-1]}: {differ} of {len(results[names[0]])}")
+    first, last = comparable(results[names[0]]), comparable(results[names[-1]])
+    differ = sum(a != b for a, b in zip(first, last))
+    print(f"  results that differ between {names[0]} and {names[-1]}: {differ} of {len(first)}")
 
 
 def main() -> None:

@@ -259,13 +259,19 @@ class BatchedEngine(Engine):
     def _fail_all(self, error: Exception) -> None:
         """Hand ``error`` to every running and waiting request and start again from empty sequences."""
         with self.wake:
-            jobs = [slot.job for slot in self.slots if slot.job] + list(self.waiting)
+            waiting = list(self.waiting)
             self.waiting.clear()
-        for job in jobs:
+        for job in waiting:
             job.out.put(error)
         for slot in self.slots:
-            slot.sequence.forget()
-            self._end(slot)
+            self._fail(slot, error)
+
+    def _fail(self, slot: Slot, error: Exception) -> None:
+        """Hand ``error`` to the slot's request (if any), forget the sequence's tokens, free the slot."""
+        if slot.job:
+            slot.job.out.put(error)
+        slot.sequence.forget()
+        self._end(slot)
 
     def _measure_and_allocate(self, parallel: int | None, batch_rows: int | None) -> None:
         """Measure ``exact_rows`` on a small context; then make the real one, with ``parallel`` slots.
@@ -387,10 +393,7 @@ class BatchedEngine(Engine):
                                      for slot in group])
             except Exception as error:
                 for slot in group:
-                    if slot.job:
-                        slot.job.out.put(error)
-                    slot.sequence.forget()
-                    self._end(slot)
+                    self._fail(slot, error)
                 continue
             for row, slot in enumerate(group):
                 assert slot.sampler is not None

@@ -116,8 +116,6 @@ def load_llama(path: Path, repack: bool, **settings: Any) -> Llama:
     ``--no-repack``), so for ``repack=False`` the default model parameters that ``Llama``
     starts from are changed for the duration of the load.
     """
-    if repack:
-        return Llama(model_path=str(path), **settings)
     defaults = llama_cpp.llama_model_default_params
 
     def without_repacking() -> llama_cpp.llama_model_params:
@@ -125,7 +123,9 @@ def load_llama(path: Path, repack: bool, **settings: Any) -> Llama:
         params.use_extra_bufts = False
         return params
 
-    with _loading:
+    with _loading:  # every load, so that no load with repacking runs while the defaults are changed
+        if repack:
+            return Llama(model_path=str(path), **settings)
         llama_cpp.llama_cpp.llama_model_default_params = without_repacking  # what Llama.__init__ calls
         try:
             return Llama(model_path=str(path), **settings)
