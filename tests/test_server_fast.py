@@ -10,6 +10,7 @@ whole, stop strings cut out, 503s from a full queue, a hang-up that stops the wo
 import json
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import httpx
@@ -508,3 +509,23 @@ def test_parallel_slots_need_the_prompt_cache():
 def test_weights_are_repacked_unless_asked_not_to():
     from course_lib.server.app import parse_args
     assert parse_args([]).no_repack is False and parse_args(["--no-repack"]).no_repack is True
+
+
+def test_a_finished_reply_frees_its_place_in_line_at_once(tmp_path):
+    """A client that sends its next request as soon as a reply is complete is not turned away,
+    even while the engine is still tidying up after that reply (max_queue 0: one place only)."""
+    tidied = threading.Event()
+
+    class TidiesUpSlowly(FakeEngine):
+        def generate(self, *args, **kwargs):
+            yield from super().generate(*args, **kwargs)
+            tidied.wait(timeout=10)  # work after the stats, as an engine's generator may do
+
+    engine = TidiesUpSlowly(tmp_path / "fake.gguf")
+    body = {"model": FAKE_MODEL, "messages": HI, "stream": False}
+    with serving(create_app(engine, max_queue=0)) as url, ThreadPoolExecutor(1) as pool:
+        assert httpx.post(url + "/api/chat", json=body, timeout=30).status_code == 200
+        second = pool.submit(httpx.post, url + "/api/chat", json=body, timeout=30)
+        time.sleep(0.2)
+        tidied.set()
+        assert second.result().status_code == 200

@@ -70,16 +70,26 @@ class Scheduler:
             except RuntimeError:  # the event loop is gone (server shutting down)
                 cancel.set()
 
+        left = False
+
+        def leave_once() -> None:
+            nonlocal left
+            if not left:
+                left = True
+                self._leave()
+
         def work() -> None:
             try:
                 with self._slots:  # one of the engine's slots
                     if not cancel.is_set():
                         for item in self.engine.generate(prompt, options, format, cancel):
+                            if isinstance(item, GenerationStats):
+                                leave_once()  # the reply is complete: its client may send the next one now
                             deliver(item)
             except Exception as error:  # handed to the request, which turns it into {"error": ...}
                 deliver(error)
             finally:
-                self._leave()
+                leave_once()
                 deliver(_END)
 
         threading.Thread(target=work, name="generation", daemon=True).start()
