@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from course_lib.server.engine import StopScanner, TokenText, _first_stop, _partial_stop_length, generated_text
+from course_lib.server.generation import StopScanner, TokenText, _first_stop, _partial_stop_length, generated_text
 
 
 def drain(generator):

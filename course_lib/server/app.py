@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, TypeVar
 
 import uvicorn
@@ -54,13 +56,12 @@ from ..chat_template import Prompt, TemplateError
 from ..messages import describe_errors
 from ..models import REGISTRY, resolve_model
 from ..tool_parser import parse_tool_calls, possible_call_start
-from . import dialects
-from .batching import MAX_AUTO_PARALLEL, BatchedEngine
-from .engine import (
+from . import dialects, supervisor
+from .generation import (
     DEFAULT_PROMPT_CACHE,
+    MAX_AUTO_PARALLEL,
     BadFormat,
     ContextTooLarge,
-    Engine,
     GenerationStats,
     PromptTooLong,
     ServedModel,
@@ -68,6 +69,7 @@ from .engine import (
 from .guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
 from .scheduler import QueueFull, Scheduler
 from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
+from .supervisor import ModelRestarted, SupervisedEngine
 from .wire import ChatRequest, GenerateRequest, ShowRequest
 
 Body = TypeVar("Body", bound=BaseModel)
@@ -125,7 +127,7 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        return JSONResponse({"error": error.message}, status_code=error.status)
+        return JSONResponse(error_body(request.url.path, error.message, error.status), status_code=error.status)
 
     @app.exception_handler(ClientGone)
     async def client_gone(request: Request, error: ClientGone) -> Response:
@@ -136,9 +138,14 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
         message = str(error.detail).lower()
         return JSONResponse(error_body(request.url.path, message, error.status_code), status_code=error.status_code)
 
+    @app.exception_handler(ModelRestarted)
+    async def model_restarted(request: Request, error: ModelRestarted) -> JSONResponse:
+        return JSONResponse(error_body(request.url.path, str(error), 503), status_code=503)
+
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
-        return JSONResponse({"error": f"internal error: {type(error).__name__}: {error}"}, status_code=500)
+        message = f"internal error: {type(error).__name__}: {error}"
+        return JSONResponse(error_body(request.url.path, message, 500), status_code=500)
 
     @app.get("/")
     @app.head("/")
@@ -300,6 +307,8 @@ async def start_generation(scheduler: Scheduler, prompt: str | Prompt,
         raise ApiError(400, str(error)) from None
     except ValueError as error:  # llama-cpp-python's word for input it cannot take
         raise ApiError(400, f"could not start generation: {error}") from None
+    except ModelRestarted as error:  # the model's process died (supervisor.py): try again in a moment
+        raise ApiError(503, str(error)) from None
     except RuntimeError as error:  # llama.cpp itself failed (llama_decode, a saved state): ours, not the caller's
         raise ApiError(500, f"the model failed before its first token: {error}") from None
 
@@ -500,6 +509,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              f"{DEFAULT_PROMPT_CACHE}; 0: llama-cpp-python's one prefix)")
     parser.add_argument("--reset-cache", action="store_true",
                         help="evaluate every prompt from scratch, no prefix reuse (implies --prompt-cache 0)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="load the model in the server's own process instead of a supervised child "
+                             "(supervisor.py): a crash inside llama.cpp then ends the whole server")
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process is gone (connect() passes the notebook kernel's pid)")
     args = parser.parse_args(argv)
@@ -514,25 +526,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def load_engine(name: str, path: Path, args: argparse.Namespace) -> ServedModel:
+    """The real engine the command line asks for. It runs in the model's own process
+    (``supervisor.py``), so llama.cpp is imported there, not in the server's."""
+    if args.prompt_cache:
+        from .batching import BatchedEngine
+        return BatchedEngine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
+                             prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows,
+                             repack=not args.no_repack)
+    from .engine import Engine
+    return Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache,
+                  max_n_ctx=args.max_num_ctx, repack=not args.no_repack)
+
+
+def describe_engine(info: dict[str, Any]) -> str:
+    """The start-up line's account of the engine (``supervisor.describe``'s fields)."""
+    repacked = "" if info.get("repack", True) else ", weights not repacked"
+    if "exact_rows" in info:
+        return (f"{repacked}; {info['parallel']} slots, up to {info['rows']} decoded in one batch "
+                f"({info['exact_rows']} without changing a row's arithmetic)")
+    return f"{repacked}; one request at a time"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.parent_pid:
         exit_with_parent(args.parent_pid)
     name, path = resolve_model()
-    engine: Engine
-    if args.prompt_cache:
-        engine = BatchedEngine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
-                               prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows,
-                               repack=not args.no_repack)
-        batching = (f"; {engine.parallel} slots, up to {engine.rows} decoded in one batch "
-                    f"({engine.exact_rows} without changing a row's arithmetic)")
+    factory = functools.partial(load_engine, name, path, args)
+    engine: ServedModel
+    if args.in_process:
+        engine = factory()
+        info = supervisor.describe(engine)
+        where = ", in the server's own process"
     else:
-        engine = Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads,
-                        reset_each_request=args.reset_cache, max_n_ctx=args.max_num_ctx, repack=not args.no_repack)
-        batching = "; one request at a time"
-    repacked = "" if engine.repack else ", weights not repacked"
-    print(f"loaded {name} from {path} in {engine.load_duration / 1e9:.2f} s{repacked}{batching}", file=sys.stderr,
-          flush=True)
+        engine = SupervisedEngine(factory)
+        info, where = engine.info, f", in its own process (pid {engine.pid})"
+    print(f"loaded {name} from {path} in {info.get('load_duration', 0) / 1e9:.2f} s{where}{describe_engine(info)}",
+          file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,
                             log_level=config.server_log_level(), timeout_graceful_shutdown=2)
@@ -543,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         uvicorn.Server(served).run()
     finally:
+        if isinstance(engine, SupervisedEngine):
+            engine.close()
         print("server stopped", file=sys.stderr, flush=True)
     return 0
 

@@ -51,10 +51,10 @@ from llama_cpp import Llama, LlamaGrammar
 from llama_cpp._internals import LlamaBatch, LlamaContext, LlamaSampler
 
 from .engine import DEFAULT_NUM_CTX, DEFAULT_PROMPT_CACHE, ContextTooLarge, Engine
+from .generation import MAX_AUTO_PARALLEL
 from .prompt_cache import CHUNK, PromptCache, SavedState, check_can_be_cut, saved_sequence
 from .wire import Format
 
-MAX_AUTO_PARALLEL = 4  # slots when none are asked for: at most Ollama's usual OLLAMA_NUM_PARALLEL
 N_BATCH = 512
 
 
@@ -193,10 +193,15 @@ class BatchedEngine(Engine):
         self.wake = threading.Condition()
         self.forget_requested: threading.Event | None = None
         started: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
-        threading.Thread(target=self._decoder, args=(parallel, batch_rows, started), name="decoder",
-                         daemon=True).start()
+        self.decoder = threading.Thread(target=self._decoder, args=(parallel, batch_rows, started), name="decoder",
+                                        daemon=True)
+        self.decoder.start()
         if error := started.get():
             raise error
+
+    def healthy(self) -> bool:
+        """Whether the decoder thread still runs (the supervisor's liveness check asks)."""
+        return self.decoder.is_alive()
 
     def _new_llama(self, n_ctx: int) -> tuple[Llama, int]:
         """The weights, tokenizer and metadata; the KV cache lives in ``self.context``."""

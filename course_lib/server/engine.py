@@ -26,81 +26,36 @@ markers are read as markers.
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 import re
 import threading
 import time
-from collections.abc import Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import llama_cpp
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_grammar import JSON_GBNF
 
 from ..chat_template import Prompt, render, render_prompt
+from .generation import (  # noqa: F401 (re-exported: the model-free half of a generation)
+    DEFAULT_NUM_CTX,
+    DEFAULT_PROMPT_CACHE,
+    DEFAULTS,
+    BadFormat,
+    ContextTooLarge,
+    Ending,
+    GenerationStats,
+    PromptTooLong,
+    ServedModel,
+    StopScanner,
+    TokenText,
+    generated_text,
+)
 from .prompt_cache import LlamaSequence, PromptCache
 from .wire import Format, Options
-
-# Ollama's defaults for the options a request leaves out.
-DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1,
-            "repeat_last_n": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0, "num_predict": -1}
-DEFAULT_NUM_CTX = 4096
-DEFAULT_PROMPT_CACHE = 8  # the server's slots (``--prompt-cache``); Engine's own default is 0
-
-
-class PromptTooLong(ValueError):
-    """The prompt does not fit the context window (``num_ctx``)."""
-
-
-class BadFormat(ValueError):
-    """A ``format`` schema that cannot be turned into a grammar."""
-
-
-class ContextTooLarge(ValueError):
-    """A ``num_ctx`` above what this server allows, or one that could not be loaded."""
-
-
-@dataclass
-class GenerationStats:
-    """What one generation cost, in the units of Ollama's response fields."""
-
-    done_reason: str  # "stop": the model ended its turn or hit a stop string; "length": a token cap
-    prompt_eval_count: int  # tokens in the prompt
-    prompt_eval_duration: int  # ns until the first new token was chosen (prefix reuse makes it short)
-    eval_count: int  # tokens generated
-    eval_duration: int  # ns spent generating them
-    load_duration: int = 0  # ns spent (re)loading the model for this request
-
-
-class ServedModel(Protocol):
-    """What the server (``app.py``, ``scheduler.py``) uses of a model.
-
-    ``Engine`` is the real one. Anything else with these members can be served too: the
-    tests serve a scripted fake, so the routes, streams and queue are tested in seconds
-    without loading the model.
-    """
-
-    name: str
-    path: Path  # the model file: /api/tags shows its size, date and hash
-    parallel: int  # generations it serves at once (``generate`` may be called from that many threads)
-    metadata: dict[str, str]  # the GGUF metadata: /api/show lists it
-    template: str  # the Jinja chat template
-
-    @property
-    def architecture(self) -> str: ...
-
-    def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
-                      ) -> Prompt: ...
-
-    def generate(self, prompt: str | Prompt, options: Options | None = None, format: Format = None,
-                 cancel: threading.Event | None = None) -> Iterator[str | GenerationStats]: ...
-
-    def forget_cache(self) -> None: ...
-
 
 _loading = threading.Lock()
 
@@ -359,130 +314,3 @@ def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
         cursor = end
     return [*gaps, (cursor, length)]
 
-
-@dataclass
-class Ending:
-    """How a generation ended, as ``generated_text`` returns it."""
-
-    done_reason: str  # "stop" (end of turn, stop string, cancelled) or "length" (the token budget)
-    eval_count: int  # tokens turned into text (a token that ends the turn is not counted)
-    first_token_at: int | None  # perf_counter_ns() when the first token arrived; None if none did
-
-
-def generated_text(token_bytes: Iterable[bytes], stops: Sequence[str], budget: int,
-                   cancel: threading.Event | None = None) -> Generator[str, None, Ending]:
-    """Turn a model's tokens (their bytes) into the pieces of text to send; return the ``Ending``.
-
-    The loop of a generation, without the model: ``token_bytes`` ends when the model ends
-    its turn, and each token is checked for the other ways out, in this order: the request
-    was cancelled, a stop string is complete, ``budget`` tokens are spent (``"length"``).
-    Use it with ``ending = yield from generated_text(...)``: the pieces go on to your caller,
-    the ``Ending`` comes back to you.
-    """
-    text = TokenText(stops)
-    count, first_token_at, done_reason = 0, None, "stop"
-    for data in token_bytes:
-        first_token_at = first_token_at or time.perf_counter_ns()
-        if cancel is not None and cancel.is_set():
-            break
-        count += 1
-        if piece := text.feed(data):
-            yield piece
-        if text.stopped:
-            break
-        if count >= budget:
-            done_reason = "length"
-            break
-    if rest := text.finish():
-        yield rest
-    return Ending(done_reason, count, first_token_at)
-
-
-class TokenText:
-    r"""The text of generated tokens, released as it becomes safe to send.
-
-    A token is a few bytes, not a character: an emoji or an accented letter may be split
-    over two tokens, and the first token's bytes alone are not valid UTF-8. An incremental
-    decoder keeps such bytes until their character is complete (bytes still left over at
-    the very end become U+FFFD, "�"). The characters then pass a ``StopScanner``.
-
-    >>> text = TokenText(stops=[])
-    >>> text.feed(b"caf\xc3"), text.feed(b"\xa9!")  # "é" is two bytes in UTF-8: c3 a9
-    ('caf', 'é!')
-    """
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._scanner = StopScanner(stops)
-
-    @property
-    def stopped(self) -> bool:
-        """Whether a stop string has been completed (nothing more will be released)."""
-        return self._scanner.stopped
-
-    def feed(self, data: bytes) -> str:
-        """Add one token's bytes; return the text that is now safe to send (maybe ``""``)."""
-        return self._scanner.feed(self._decoder.decode(data))
-
-    def finish(self) -> str:
-        """The rest, once no more tokens come: held-back text and any incomplete character."""
-        if self.stopped:
-            return ""
-        return self._scanner.finish() + self._decoder.decode(b"", final=True)
-
-
-class StopScanner:
-    """Holds back generated text that may be the beginning of a stop string.
-
-    A stop string can arrive split over tokens (``"END"`` as ``"E"`` then ``"ND"``), so text
-    cannot always be sent the moment it is generated: its end might begin a stop string.
-    ``feed`` returns only what is certainly not part of one and keeps the rest until later
-    text decides. Once a stop string is complete, the text before it is released, and the
-    stop string and everything after it are dropped.
-
-    >>> scanner = StopScanner(["END"])
-    >>> scanner.feed("It is 9 E"), scanner.feed("xit")  # the "E" waits: it could begin "END"
-    ('It is 9 ', 'Exit')
-    >>> scanner.feed(" at E"), scanner.feed("ND of day"), scanner.stopped
-    (' at ', '', True)
-    """
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self.stops = [stop for stop in stops if stop]
-        self.held = ""  # text received but not yet released
-        self.stopped = False
-
-    def feed(self, piece: str) -> str:
-        """Add ``piece``; return the text that is now safe to release (maybe ``""``)."""
-        if self.stopped:
-            return ""
-        text = self.held + piece
-        cut = _first_stop(text, self.stops)
-        if cut is not None:
-            self.held, self.stopped = "", True
-            return text[:cut]
-        safe = len(text) - _partial_stop_length(text, self.stops)
-        self.held = text[safe:]
-        return text[:safe]
-
-    def finish(self) -> str:
-        """The held-back text, released because no more text is coming."""
-        rest, self.held = self.held, ""
-        return rest
-
-
-def _first_stop(text: str, stops: Sequence[str]) -> int | None:
-    """Where the earliest stop string in ``text`` begins, or None."""
-    positions = [text.find(stop) for stop in stops if stop and stop in text]
-    return min(positions) if positions else None
-
-
-def _partial_stop_length(text: str, stops: Sequence[str]) -> int:
-    """How many characters at the end of ``text`` could be the start of a stop string."""
-    longest = 0
-    for stop in stops:
-        for size in range(min(len(stop) - 1, len(text)), longest, -1):
-            if text.endswith(stop[:size]):
-                longest = size
-                break
-    return longest

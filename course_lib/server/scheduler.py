@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..chat_template import Prompt
-from .engine import GenerationStats, ServedModel
+from .generation import GenerationStats, ServedModel
 from .wire import Format, Options
 
 _END = object()

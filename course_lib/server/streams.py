@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from . import dialects
-from .engine import GenerationStats
+from .generation import GenerationStats
 
 
 def openai_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
