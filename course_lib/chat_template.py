@@ -92,64 +92,95 @@ class Prompt:
     text: str
     text_spans: tuple[tuple[int, int], ...]
 
+    def template_parts(self) -> list[tuple[int, int]]:
+        """The ``(start, end)`` spans that the template wrote: the gaps between ``text_spans``."""
+        parts, cursor = [], 0
+        for start, end in self.text_spans:
+            parts.append((cursor, start))
+            cursor = end
+        return [*parts, (cursor, len(self.text))]
 
-# Values the template compares or branches on stay unmarked; all other strings are text,
-# and so are the property names of a tool's schema (the keys under "properties").
+
+def template_markers(prompt: Prompt, markers: re.Pattern[str]) -> list[tuple[int, int]]:
+    """Where ``markers`` (the model's control tokens, as one pattern) occur in the template's own
+    parts of ``prompt``: the only places that become special tokens."""
+    return [match.span() for start, end in prompt.template_parts()
+            for match in markers.finditer(prompt.text, start, end)]
+
+
+# The few values a template compares or branches on stay unmarked: a message's ``role`` and a
+# ``type`` such as ``"function"``, and only while they are plain words (no marker is one).
+# Every other string is text, and so is every dict key that is not a plain name: a template
+# looks up ``function`` or ``arguments``, never ``<|im_start|>system``.
 UNMARKED_KEYS = frozenset({"role", "type"})
+PLAIN_WORD = re.compile(r"[a-z_]+")
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The wrappers: one private-use character, then a letter that says what it is. The same
+# character in the input is escaped as ESCAPE + "e", so no input can run out of wrappers or
+# forge one, whatever characters it holds.
+ESCAPE = "\ue000"
+OPENING, CLOSING, ESCAPED = ESCAPE + "o", ESCAPE + "c", ESCAPE + "e"
 
 
 def render_prompt(template: str, messages: list[Message], tools: list[Tool] | None = None,
                   add_generation_prompt: bool = True, **extra: Any) -> Prompt:
     """Render as ``render`` does, and find where the messages' and tools' strings landed.
 
-    Every string value is wrapped in two private-use characters that occur nowhere in the
-    input, the template is rendered, and the wrappers are read off and removed. If the
+    Every string the caller sent, values and keys at every depth, is wrapped in two markers
+    of our own, the template is rendered, and the markers are read off and removed. If the
     template did more than print a value (sliced it, compared it), the result would differ
     from the plain rendering: that is refused rather than guessed at.
     """
-    opening, closing = _unused_pair(json.dumps([messages, tools], ensure_ascii=False))
-    marked = render(template, _wrap(messages, opening, closing), _wrap(tools, opening, closing) if tools else None,
-                    add_generation_prompt, **extra)
-    text, spans = _unwrap(marked, opening, closing)
+    if ESCAPE in template:
+        raise TemplateError("this chat template uses the character U+E000, which the server needs for itself")
+    marked = render(template, _wrap(messages), _wrap(tools) if tools else None, add_generation_prompt, **extra)
+    text, spans = _unwrap(marked)
     if spans is None or text != render(template, messages, tools, add_generation_prompt, **extra):
         raise TemplateError("this chat template transforms message text instead of printing it, "
                             "so the server cannot keep that text apart from the template's markers")
     return Prompt(text, tuple(spans))
 
 
-def _unused_pair(seen: str) -> tuple[str, str]:
-    for code in range(0xE000, 0xF8FF, 2):
-        if chr(code) not in seen and chr(code + 1) not in seen:
-            return chr(code), chr(code + 1)
-    raise TemplateError("the messages use every private-use character")
+def is_unmarked(value: str, key: str | None) -> bool:
+    """Whether a string stays outside the wrappers: a plain-word ``role`` or ``type``."""
+    return key in UNMARKED_KEYS and PLAIN_WORD.fullmatch(value) is not None
 
 
-def _wrap(value: Any, opening: str, closing: str, key: str | None = None) -> Any:
+def _wrapped(text: str) -> str:
+    return OPENING + text.replace(ESCAPE, ESCAPED) + CLOSING if text else text
+
+
+def _wrap(value: Any, key: str | None = None) -> Any:
     if isinstance(value, str):
-        return value if not value or key in UNMARKED_KEYS else opening + value + closing
+        return value if is_unmarked(value, key) else _wrapped(value)
     if isinstance(value, dict):
-        rename = key == "properties"
-        return {(_wrap(k, opening, closing) if rename else k): _wrap(v, opening, closing, k) for k, v in value.items()}
+        text_keys = key == "properties"  # a schema's property names are the caller's text
+        return {(_wrapped(k) if text_keys or not PLAIN_NAME.fullmatch(k) else k): _wrap(v, k)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [_wrap(item, opening, closing) for item in value]
+        return [_wrap(item) for item in value]
     return value
 
 
-def _unwrap(marked: str, opening: str, closing: str) -> tuple[str, list[tuple[int, int]] | None]:
+def _unwrap(marked: str) -> tuple[str, list[tuple[int, int]] | None]:
     """Remove the wrappers; the spans they enclosed, or None if they do not pair up."""
     text, spans, start = [], [], None
     length = 0
-    for piece in re.split(f"([{opening}{closing}])", marked):
-        if piece == opening:
-            if start is not None:
-                return marked, None
+    pieces = marked.split(ESCAPE)
+    text.append(pieces[0])
+    length += len(pieces[0])
+    for piece in pieces[1:]:
+        kind, rest = piece[:1], piece[1:]
+        if kind == "o" and start is None:
             start = length
-        elif piece == closing:
-            if start is None:
-                return marked, None
+        elif kind == "c" and start is not None:
             spans.append((start, length))
             start = None
+        elif kind == "e" and start is not None:
+            text.append(ESCAPE)
+            length += 1
         else:
-            text.append(piece)
-            length += len(piece)
+            return marked, None
+        text.append(rest)
+        length += len(rest)
     return ("".join(text), spans) if start is None else (marked, None)

@@ -320,11 +320,17 @@ async def start_generation(scheduler: Scheduler, prompt: str | Prompt,
     return replay()
 
 
+def template_inputs(body: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The messages and tools of a validated chat request, as the chat template receives them."""
+    messages = [message.model_dump(exclude_none=True) for message in body.messages]
+    tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
+    return messages, tools
+
+
 async def start_chat(engine: ServedModel, scheduler: Scheduler,
                      body: ChatRequest) -> AsyncIterator[dict[str, Any] | GenerationStats]:
     """Render a validated chat request, start generating, and return its message events."""
-    messages = [message.model_dump(exclude_none=True) for message in body.messages]
-    tools = [tool.model_dump(exclude_none=True) for tool in body.tools] if body.tools else None
+    messages, tools = template_inputs(body)
     prompt = render_or_400(engine, messages, tools)
     pieces = await start_generation(scheduler, prompt, body)
     return chat_events(pieces, {tool["function"]["name"] for tool in tools or []})

@@ -39,7 +39,7 @@ import llama_cpp
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp.llama_grammar import JSON_GBNF
 
-from ..chat_template import Prompt, render, render_prompt
+from ..chat_template import Prompt, render, render_prompt, template_markers
 from .generation import (  # noqa: F401 (re-exported: the model-free half of a generation)
     DEFAULT_NUM_CTX,
     DEFAULT_PROMPT_CACHE,
@@ -54,6 +54,7 @@ from .generation import (  # noqa: F401 (re-exported: the model-free half of a g
     TokenText,
     generated_text,
 )
+from .grammar_limits import MAX_GRAMMAR_CHARS
 from .prompt_cache import LlamaSequence, PromptCache
 from .wire import Format, Options
 
@@ -175,10 +176,7 @@ class Engine:
 
     def _template_markers(self, prompt: Prompt) -> list[tuple[int, int]]:
         """Spans of control-token text that lie outside every message's text."""
-        found, spans = [], list(prompt.text_spans)
-        for template_start, template_end in _gaps(spans, len(prompt.text)):
-            found += [match.span() for match in self.marker_pattern.finditer(prompt.text, template_start, template_end)]
-        return found
+        return template_markers(prompt, self.marker_pattern)
 
     def _plain_tokens(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
@@ -294,6 +292,9 @@ class Engine:
         except Exception as error:  # the converter asserts, indexes and recurses on what it does not know
             raise BadFormat(f"the format schema could not be turned into a grammar: "
                             f"{type(error).__name__}: {error}"[:300]) from None
+        if len(grammar._grammar) > MAX_GRAMMAR_CHARS:
+            raise BadFormat(f"the format schema becomes a grammar of {len(grammar._grammar):,} characters; "
+                            f"this server compiles at most {MAX_GRAMMAR_CHARS:,} (fewer enum values or properties)")
         compiled = llama_cpp.llama_sampler_init_grammar(
             self.llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
         if not compiled:
@@ -304,13 +305,3 @@ class Engine:
 
     def _token_text(self, token: int) -> str:
         return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace") if token >= 0 else ""
-
-
-def _gaps(spans: list[tuple[int, int]], length: int) -> list[tuple[int, int]]:
-    """The parts of ``range(length)`` that no span covers (spans sorted, not overlapping)."""
-    gaps, cursor = [], 0
-    for start, end in spans:
-        gaps.append((cursor, start))
-        cursor = end
-    return [*gaps, (cursor, length)]
-

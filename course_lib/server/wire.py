@@ -29,6 +29,11 @@ presence, frequency    -2 to 2                      OpenAI's range
 ``seed``               -1 to 4,294,967,295          llama.cpp seeds are 32-bit; -1 is random
 ``num_predict``        -2 to 32,768                 -1 and -2: until the context is full
 ``num_ctx``            16 to the server's maximum   every new size reloads the model
+``format`` schema      1,000 objects and arrays     each becomes grammar rules (``grammar_limits``)
+schema counts          0 to 1,000                   ``minLength``, ``maxItems``...: one grammar step each
+``pattern``            256 printable ASCII chars,   a safe subset only (no look-arounds, no ``\\u``,
+                       counts multiplied <= 1,000   no shorthand in ``[^...]``); others are refused
+grammar text           256 KiB                      checked after conversion, before llama.cpp compiles it
 =====================  ===========================  =============================================
 """
 
@@ -36,7 +41,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StringConstraints
+
+from .grammar_limits import check_format
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_JSON_DEPTH = 64
@@ -117,7 +124,14 @@ class ToolDeclaration(BaseModel):
     function: FunctionDeclaration
 
 
-Format = Literal["json"] | dict[str, Any] | None
+def _bounded(format: Any) -> Any:
+    """A ``format`` schema within ``grammar_limits`` (a ``SchemaTooComplex`` is a ``ValueError``: a 400)."""
+    if isinstance(format, dict):
+        check_format(format)
+    return format
+
+
+Format = Annotated[Literal["json"] | dict[str, Any] | None, AfterValidator(_bounded)]
 
 
 class ChatRequest(BaseModel):
