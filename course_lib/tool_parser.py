@@ -19,6 +19,7 @@ name is not a declared tool. Lesson 2 shows the difference.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 FENCED = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 BLOCKS: tuple[tuple[re.Pattern[str], CallStyle], ...] = ((TAGGED, "tagged"), (FENCED, "fenced"))
 CALL_OPENERS = ("<tool_call>", "```", "{", "[")
+SCAN_BUDGET = 8  # failed tries at reading a JSON value may read 8 times the text, in all
+MAX_FAILED_TRIES = 1_000  # and there are at most this many (each failure costs Python time too)
+VALUE_START = re.compile(r'\{\{?\s*["}]|\[\s*[-\[{"0-9tfn\]]')  # where a JSON value (or {{...}}) may start
 
 
 @dataclass
@@ -59,13 +63,12 @@ def parse_tool_calls(text: str, tool_names: set[str] | list[str]) -> ParsedReply
                 continue
             calls = _calls_in_block(match.group(1), declared, style)
             if calls:
-                spans.append((match.start(), match.end(), calls))
+                bisect.insort(spans, (match.start(), match.end(), calls), key=lambda span: span[0])
     for start, end, value in _json_values(text):
         if not _overlaps((start, end), spans) and (calls := _as_calls(value, declared, "bare")):
-            spans.append((start, end, calls))
+            bisect.insort(spans, (start, end, calls), key=lambda span: span[0])
     if not spans:
         return ParsedReply(text)
-    spans.sort(key=lambda span: span[0])
     content, cursor = [], 0
     for start, end, _ in spans:
         content.append(text[cursor:start])
@@ -114,7 +117,10 @@ def possible_call_start(text: str) -> int | None:
 
 
 def _overlaps(span: tuple[int, int], spans: list[tuple[int, int, Any]]) -> bool:
-    return any(span[0] < end and start < span[1] for start, end, _ in spans)
+    """Whether ``span`` overlaps one of ``spans`` (sorted by start, not overlapping each other):
+    only the last of them that starts before ``span`` ends can."""
+    before = bisect.bisect_left(spans, span[1], key=lambda other: other[0])
+    return before > 0 and spans[before - 1][1] > span[0]
 
 
 def _calls_in_block(block: str, declared: set[str], style: CallStyle) -> list[ParsedCall]:
@@ -133,19 +139,30 @@ def _json_values(text: str) -> list[tuple[int, int, Any]]:
     """Every top-level JSON object or list in ``text``, as (start, end, value).
 
     A value wrapped in doubled braces, ``{{...}}``, is read as the inner object.
+
+    Each ``[`` or ``{`` that may start a value is tried, and a failed try may read far ahead:
+    a model that degenerates into ``[1, [1, [1, ...`` would cost time growing with the square
+    of its length. So the failed tries share a budget of ``SCAN_BUDGET`` times the text's
+    length and ``MAX_FAILED_TRIES``; once either is spent, no further bare value is looked
+    for, and the rest stays content (nothing is dropped).
     """
     decoder = json.JSONDecoder()
     found, index = [], 0
+    budget = SCAN_BUDGET * len(text)  # characters that failed tries may still read
     end: int | None  # where the value that starts at index ends; None: no value starts there
-    while index < len(text):
-        if text[index] not in "{[":
+    tries = MAX_FAILED_TRIES
+    while index < len(text) and budget > 0 and tries > 0:
+        if not VALUE_START.match(text, index):  # a "{" not followed by '"' cannot start a call, "{{" aside
             index += 1
             continue
         try:
             value, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as error:
             value, end = _doubled_braces(text, index, decoder)
+            if end is None:
+                budget, tries = budget - (error.pos - index), tries - 1
         except RecursionError:  # brackets nested deeper than Python recurses: no call is that deep
+            budget -= len(text) - index  # it may have read that far
             index = _after_opening_run(text, index)
             continue
         if end is None:

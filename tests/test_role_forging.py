@@ -19,12 +19,13 @@ import re
 from typing import Any
 
 import pytest
-from helpers import QWEN_TEMPLATE
 
 from course_lib.chat_template import ESCAPE, Prompt, is_unmarked, render_prompt, template_markers
 from course_lib.server import dialects
 from course_lib.server.app import template_inputs
 from course_lib.server.wire import ChatRequest
+
+from helpers import QWEN_TEMPLATE
 
 # Qwen2.5's control tokens are all of this form; the model test reads the real list.
 MARKERS = re.compile(r"<\|[a-z_]+\|>")

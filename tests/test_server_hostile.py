@@ -175,6 +175,36 @@ CORPUS = [
     ("/v1/messages", anthropic(messages=[7]), {}, 400, "messages.0"),
     ("/v1/messages", anthropic(stream=1), {}, 400, "stream"),
     ("/v1/messages", b"\xff", JSON, 400, "UTF-8"),
+    # grammars that would crash llama.cpp or stall the model (grammar_limits.py); each is about 100 bytes
+    ("/api/chat", chat(format={"type": "string", "maxLength": 20000}), {}, 400, "maxLength"),
+    ("/api/chat", chat(format={"type": "array", "items": {"type": "integer"}, "maxItems": 20000}), {}, 400,
+     "maxItems"),
+    ("/api/chat", chat(format={"type": "object", "properties": {"a": {"type": "string", "maxLength": 50000}}}), {},
+     400, "maxLength"),
+    ("/api/chat", chat(format={"type": "string", "minLength": 10**6}), {}, 400, "minLength"),
+    ("/api/chat", chat(format={"type": "array", "minItems": 10**9}), {}, 400, "minItems"),
+    ("/api/chat", chat(format={"type": "string", "pattern": "^[\\UFFFFFFFF]$"}), {}, 400, "pattern"),
+    ("/api/chat", chat(format={"type": "string", "pattern": "^[^\\s\\S]$"}), {}, 400, "pattern"),
+    ("/api/chat", chat(format={"type": "string", "pattern": "^((a{100}){100})$"}), {}, 400, "pattern"),
+    ("/api/chat", chat(format={"anyOf": [{"type": "string"}] * 1001}), {}, 400, "at most 1000"),
+    ("/api/generate", {"model": MODEL, "prompt": "a", "format": {"type": "string", "maxLength": 20000}}, {}, 400,
+     "maxLength"),
+    ("/v1/chat/completions", openai(response_format={"type": "json_schema", "json_schema": {
+        "name": "x", "schema": {"type": "string", "maxLength": 20000}}}), {}, 400, "maxLength"),
+    ("/v1/chat/completions", openai(tool_choice="required", tools=[{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "string", "maxLength": 50000}}}}}]),
+     {}, 400, "maxLength"),
+    ("/v1/chat/completions", openai(tool_choice={"type": "function", "function": {"name": "f"}},
+                                    tools=[{"type": "function", "function": {"name": "f", "parameters": {
+                                        "type": "object", "properties": {"a": {"type": "array", "maxItems": 10**5}}}}}]),
+     {}, 400, "maxItems"),
+    ("/v1/messages", anthropic(tool_choice={"type": "any"}, tools=[{"name": "f", "input_schema": {
+        "type": "object", "properties": {"a": {"type": "string", "maxLength": 20000}}}}]), {}, 400, "maxLength"),
+    # arguments that are a JSON text inside the JSON body get the body's checks
+    ("/v1/chat/completions", openai_turns({**GOOD_CALL, "function": {"name": "now", "arguments": json.dumps(
+        {"a": nested(600)})}}), {}, 400, "nested"),
+    ("/v1/chat/completions", openai_turns({**GOOD_CALL, "function": {"name": "now", "arguments": '{"a": NaN}'}}),
+     {}, 400, "NaN"),
     # not an endpoint, not a method
     ("/api/nothing", chat(), {}, 404, "not found"),
 ]
@@ -215,8 +245,9 @@ def test_a_wrong_method_is_a_405_in_json(url):
     assert response.status_code == 405 and "error" in response.json()
 
 
-def test_the_server_is_healthy_after_the_corpus(url):
+def test_the_server_is_healthy_after_the_corpus(url, server):
     assert httpx.get(url).text == "Ollama is running"
+    assert "restarting" not in server.log(10_000), "a request of the corpus crashed the model's process"
     reply = httpx.post(url + "/api/chat", json=chat(options={**GREEDY, "num_predict": 4}), timeout=60)
     assert reply.status_code == 200 and reply.json()["done"] is True
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import FAKE_MODEL, FakeEngine, serving, wait_until
 
 from course_lib.server.app import create_app
 from course_lib.server.supervisor import ModelRestarted, ModelStartFailed, SupervisedEngine, exit_reason
+
+from helpers import FAKE_MODEL, FakeEngine, serving, wait_until
 
 LONG_REPLY = " ".join(["word"] * 400)
 

@@ -158,7 +158,7 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
 
     @app.get("/api/tags")
     async def tags() -> dict[str, Any]:
-        return {"models": [model_entry(engine)]}
+        return {"models": [await asyncio.to_thread(model_entry, engine)]}  # hashing a file must not stop the loop
 
     @app.post("/api/show")
     async def show(request: Request) -> dict[str, Any]:
@@ -356,7 +356,7 @@ async def chat_events(pieces: AsyncIterator[str | GenerationStats],
     async for piece in pieces:
         if isinstance(piece, GenerationStats):
             if held:
-                parsed = parse_tool_calls(held, tool_names)
+                parsed = await asyncio.to_thread(parse_tool_calls, held, tool_names)  # long text: not on the loop
                 if parsed.content:
                     yield {"content": parsed.content}
                 if parsed.tool_calls:
@@ -413,7 +413,10 @@ async def load_or_unload(scheduler: Scheduler, keep_alive: str | int | float | N
     """What an empty request does, as in Ollama: ``keep_alive`` 0 "unloads" the model, which here
     means its cached prompt is dropped (the weights stay loaded); anything else "loads" it."""
     if keep_alive is not None and str(keep_alive).strip().rstrip("smh") in ("0", "0.0"):
-        await scheduler.forget_cache()
+        try:
+            await scheduler.forget_cache()
+        except QueueFull as error:  # it waits for every slot: it takes a place in line like a generation
+            raise ApiError(503, str(error)) from None
         return "unload"
     return "load"
 
@@ -427,14 +430,22 @@ def details(engine: ServedModel) -> dict[str, Any]:
 
 
 def digest(engine: ServedModel) -> str:
+    """The model file's SHA-256: the registry's for a known model, else hashed once (``file_digest``)."""
     spec = REGISTRY.get(engine.name)
     if spec is None:
-        sha = hashlib.sha256()
-        with open(engine.path, "rb") as file:
-            while block := file.read(1 << 22):
-                sha.update(block)
-        return "sha256:" + sha.hexdigest()
+        status = engine.path.stat()
+        return "sha256:" + file_digest(engine.path, status.st_size, status.st_mtime_ns)
     return "sha256:" + spec.sha256
+
+
+@functools.lru_cache(maxsize=8)
+def file_digest(path: Path, size: int, mtime_ns: int) -> str:
+    """The SHA-256 of a file (half a gigabyte: seconds), remembered while its size and date stay the same."""
+    sha = hashlib.sha256()
+    with open(path, "rb") as file:
+        while block := file.read(1 << 22):
+            sha.update(block)
+    return sha.hexdigest()
 
 
 def modified_at(engine: ServedModel) -> str:

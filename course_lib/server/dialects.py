@@ -58,6 +58,7 @@ from typing import Any
 
 from ..messages import Message
 from ..tool_parser import call_format
+from .guard import BadRequest, parse_json
 
 MAX_OUTPUT_TOKENS = 32_768  # the server's bound on options.num_predict (wire.py)
 
@@ -115,6 +116,18 @@ def _typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
 
 # --- OpenAI Chat Completions -----------------------------------------------------------
 
+def decode_arguments(text: str, where: str) -> Any:
+    """OpenAI's arguments, a JSON text inside the JSON body: decoded with the body's own rules
+    (``guard.parse_json``: depth, finite numbers, well-formed text), since the body's
+    depth check could not see inside the string."""
+    try:
+        return parse_json(text.encode("utf-8"))
+    except BadRequest as problem:
+        raise DialectError(f"{where} is not valid JSON: {problem.message.removeprefix('invalid JSON body: ')}") from None
+    except UnicodeEncodeError:
+        raise DialectError(f"{where}: not well-formed text") from None
+
+
 def openai_request(body: dict[str, Any]) -> dict[str, Any]:
     """``/v1/chat/completions`` body -> ``{"model", "messages", "tools", "options", "format", "stream"}``."""
     model = _require(body, "model", str)
@@ -138,10 +151,7 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
                 if not isinstance(arguments, str):
                     raise DialectError(f"{at}.function.arguments: expected a string (JSON text of the arguments), "
                                        f"but got {type(arguments).__name__}")
-                try:
-                    parsed = json.loads(arguments)
-                except (json.JSONDecodeError, RecursionError):
-                    raise DialectError(f"{at}.function.arguments is not valid JSON") from None
+                parsed = decode_arguments(arguments, f"{at}.function.arguments")
                 names_by_id[_optional(call, "id", str, f"{at}.")] = name
                 converted["tool_calls"].append({"function": {"name": name, "arguments": _typed(
                     parsed, dict, f"{at}.function.arguments (decoded)")}})

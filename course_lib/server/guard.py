@@ -117,6 +117,14 @@ def _finite_float(text: str) -> float:
 def parse_json_object(body: bytes) -> dict[str, Any]:
     """Decode a UTF-8 JSON object, refusing what would hurt later: other encodings,
     ``NaN``/``Infinity`` and numbers that overflow, deep nesting, lone surrogates."""
+    data = parse_json(body)
+    if not isinstance(data, dict):
+        raise BadRequest(400, "the request body must be a JSON object")
+    return data
+
+
+def parse_json(body: bytes) -> Any:
+    """Decode any UTF-8 JSON value with the checks of ``parse_json_object``."""
     if b"\x00" in body:  # JSON text never holds a NUL byte; UTF-16 text is full of them
         raise BadRequest(400, "invalid JSON body: it must be UTF-8 (it holds NUL bytes: UTF-16?)")
     try:
@@ -129,8 +137,6 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         raise BadRequest(400, f"invalid JSON body: nested more than {MAX_JSON_DEPTH} levels deep") from None
     except ValueError as error:  # JSONDecodeError, NaN, overflow, an integer of thousands of digits
         raise BadRequest(400, f"invalid JSON body: {error}") from None
-    if not isinstance(data, dict):
-        raise BadRequest(400, "the request body must be a JSON object")
     check_depth_and_text(data)
     return data
 

@@ -103,7 +103,13 @@ class Scheduler:
             self._cancels.discard(cancel)
 
     async def forget_cache(self) -> None:
-        """Drop the engine's cached prompts once the model is free (after any running generation)."""
+        """Drop the engine's cached prompts once the model is free (after any running generation).
+
+        It waits for every slot, so it takes a place in line as a generation does: ``QueueFull``
+        when the line is full (a flood of them must not pile up behind the model).
+        """
+        self.admit()
+
         def work() -> None:
             with self._all_slots:
                 for _ in range(self.parallel):
@@ -113,7 +119,10 @@ class Scheduler:
                 finally:
                     for _ in range(self.parallel):
                         self._slots.release()
-        await asyncio.to_thread(work)
+        try:
+            await asyncio.to_thread(work)
+        finally:
+            self._leave()
 
     def cancel_all(self) -> None:
         """Stop every generation (used at shutdown)."""

@@ -1,0 +1,95 @@
+"""Nothing a request sends can hold the server's event loop or slip past the line (model-free).
+
+The event loop serves every client; work on it stops every stream at once. So long work runs
+in threads (hashing a model file for ``/api/tags``, reading tool calls out of a long reply),
+parsing is bounded in time, and an "unload" (``keep_alive: 0``), which waits for every slot,
+takes a place in line like a generation.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+from helpers import FAKE_MODEL, NOW_TOOL, FakeEngine, serving, wait_until
+
+from course_lib.server.app import create_app, file_digest
+from course_lib.tool_parser import parse_tool_calls
+
+HI = [{"role": "user", "content": "Hi"}]
+DEGENERATE = ["[1," * 130_000, "{" * 400_000, '{"a" ' * 80_000, "[" * 400_000, "[[" * 100_000 + "x" + "]]" * 100_000,
+              '{{"a" ' * 60_000, "<tool_call>" * 30_000, "```" * 100_000]
+
+
+def test_degenerate_replies_are_parsed_in_bounded_time():
+    """Before: ``"[1," * 30_000`` took 5.7 s (each "[" read to the end); these are 4 to 13 times longer."""
+    for text in DEGENERATE:
+        started = time.perf_counter()
+        reply = parse_tool_calls(text, {"now"})
+        assert time.perf_counter() - started < 1.0, text[:20]
+        assert reply.content.strip() == text.strip() and not reply.tool_calls  # nothing dropped
+
+
+def test_calls_are_still_found_among_many():
+    text = '<tool_call>{"name": "now", "arguments": {}}</tool_call>\n' * 3000
+    assert len(parse_tool_calls(text, {"now"}).tool_calls) == 3000
+
+
+def answers_quickly(url: str) -> float:
+    started = time.perf_counter()
+    assert httpx.get(url, timeout=10).text == "Ollama is running"
+    return time.perf_counter() - started
+
+
+def test_hashing_an_unknown_model_file_does_not_hold_the_loop(tmp_path):
+    """A model the registry does not know is hashed for /api/tags: 2 GiB (sparse, reads as zeros)
+    take seconds, while the server goes on answering; the hash is then remembered."""
+    model = tmp_path / "big.gguf"
+    with open(model, "wb") as file:
+        file.truncate(2 * 1024**3)
+    file_digest.cache_clear()
+    engine = FakeEngine(model)
+    with serving(create_app(engine)) as url, ThreadPoolExecutor(1) as pool:
+        tags = pool.submit(httpx.get, url + "/api/tags", timeout=120)
+        wait_until(lambda: file_digest.cache_info().currsize == 0 and not tags.done(), timeout=5)
+        time.sleep(0.2)  # the hashing has begun
+        assert answers_quickly(url) < 0.5
+        digest = tags.result().json()["models"][0]["digest"]
+        started = time.perf_counter()
+        assert httpx.get(url + "/api/tags").json()["models"][0]["digest"] == digest
+        assert time.perf_counter() - started < 0.5  # remembered, not hashed again
+    assert digest.startswith("sha256:") and len(digest) == 71
+
+
+def test_an_unload_takes_a_place_in_line(tmp_path):
+    """``keep_alive: 0`` waits for every slot; with the line full it is a 503, not one more waiter."""
+    engine = FakeEngine(tmp_path / "fake.gguf")
+    engine.unpaused.clear()
+    unload = {"model": FAKE_MODEL, "messages": [], "keep_alive": 0}
+    with serving(create_app(engine, max_queue=1)) as url:
+        running = threading.Thread(target=httpx.post, args=(url + "/api/chat",),
+                                   kwargs={"json": {"model": FAKE_MODEL, "messages": HI}, "timeout": 30})
+        running.start()
+        wait_until(lambda: engine.runs)
+        waiting = threading.Thread(target=httpx.post, args=(url + "/api/chat",), kwargs={"json": unload, "timeout": 30})
+        waiting.start()
+        time.sleep(0.3)  # the first unload is in line
+        refused = [httpx.post(url + "/api/chat", json=unload, timeout=10) for _ in range(3)]
+        assert answers_quickly(url) < 0.5
+        engine.unpaused.set()
+        running.join()
+        waiting.join()
+    assert [reply.status_code for reply in refused] == [503] * 3
+    assert "server busy" in refused[0].json()["error"]
+    assert engine.forgotten == 1
+
+
+def test_a_streamed_degenerate_reply_does_not_stop_other_clients(tmp_path):
+    engine = FakeEngine(tmp_path / "fake.gguf", replies=[["[1," * 130_000]])
+    body = {"model": FAKE_MODEL, "messages": HI, "tools": [NOW_TOOL], "stream": False}
+    with serving(create_app(engine)) as url:
+        reply = httpx.post(url + "/api/chat", json=body, timeout=30)
+        assert answers_quickly(url) < 0.5
+    assert reply.status_code == 200 and reply.json()["message"]["content"].startswith("[1,[1,")
