@@ -15,7 +15,15 @@ Annotations are hints written by the server. A client that does not control the 
 must not let a server's ``read_only_hint`` decide that a refund needs no approval:
 ``needs_approval`` applies the client's own list first. ``pin`` and ``changed_tools``
 catch a server whose tool definitions change after they were reviewed, and
-``with_reviewed_descriptions`` replaces every description with the client's reviewed copy.
+``with_reviewed_descriptions`` gives the model the client's reviewed copy of each definition
+instead of what the server lists now: descriptions, titles, defaults and every other word of
+the schema, at every depth.
+
+A tool is known by its server *and* its name (``ToolId``). A client names each server it
+talks to (``McpSession(..., name=...)``); a read-only exemption is given to one server's tool,
+and ``all_tools`` refuses to offer two tools of one name, since the model calls them by name
+only: a second server's ``get_product_stock`` must not take the place, or the exemption, of
+the first's.
 
 The SDK is asynchronous; the course's loop is not. ``McpSession`` keeps a client session in an
 event loop on a background thread and answers each call when it is done, so an MCP server's
@@ -32,7 +40,7 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from functools import partial
 from typing import Annotated, Any, TextIO, get_type_hints
@@ -46,6 +54,12 @@ from pydantic import Field
 
 from .messages import ErrorKind, ToolResult
 from .tools import DeclaredTool, ToolFunction, parse_docstring
+
+ToolId = tuple[str, str]  # (server, tool name), the server as the client names it
+
+
+class DuplicateTool(ValueError):
+    """Two tools of one name: the model could not tell them apart, so neither is offered."""
 
 
 def ollama_tool(tool: types.Tool) -> dict[str, Any]:
@@ -85,11 +99,16 @@ def compact(text: str) -> str:
         return text
 
 
-def needs_approval(tool: types.Tool, read_only: Iterable[str], trust_annotations: bool = False) -> bool:
+def needs_approval(tool: types.Tool, read_only: Iterable[str | ToolId], trust_annotations: bool = False,
+                   server: str | None = None) -> bool:
     """Whether a call of ``tool`` must wait for a person. The client's own ``read_only`` list
     decides first; a server's annotations count only when the client trusts that server, and
-    then only a tool marked read-only and not destructive goes without approval."""
-    if tool.name in set(read_only):
+    then only a tool marked read-only and not destructive goes without approval.
+
+    With ``server`` (the tool's server, as the client names it) only a ``(server, name)`` entry
+    exempts the tool: another server's tool of the same name is not the one that was reviewed.
+    A bare name stands for the tool of a client that talks to one server only."""
+    if (tool.name if server is None else (server, tool.name)) in set(read_only):
         return False
     hints = tool.annotations
     if trust_annotations and hints is not None and hints.read_only_hint and not hints.destructive_hint:
@@ -116,11 +135,67 @@ def changed_tools(pinned: dict[str, str], tools: Iterable[types.Tool]) -> list[s
     return sorted(name for name in pinned.keys() | now.keys() if pinned.get(name) != now.get(name))
 
 
-def with_reviewed_descriptions(tools: Iterable[types.Tool], reviewed: dict[str, str]) -> list[types.Tool]:
-    """The tools whose names the client has reviewed, each with the reviewed description in place
-    of the server's; a tool nobody reviewed is left out. What the server writes in a description
-    then never reaches the model."""
-    return [tool.model_copy(update={"description": reviewed[tool.name]}) for tool in tools if tool.name in reviewed]
+def reviewed_definitions(tools: Iterable[types.Tool]) -> dict[str, types.Tool]:
+    """A person's review of a listing, to keep: each tool's whole definition, by name (copies)."""
+    return {tool.name: tool.model_copy(deep=True) for tool in tools}
+
+
+def with_reviewed_descriptions(tools: Iterable[types.Tool],
+                               reviewed: Mapping[str, str | types.Tool]) -> list[types.Tool]:
+    """The tools whose names the client has reviewed, each as reviewed; a tool nobody reviewed is
+    left out. What the server writes now never reaches the model:
+
+    - a reviewed definition (a ``types.Tool``, as ``reviewed_definitions`` keeps it) replaces the
+      server's whole definition: description, title, input and output schemas, annotations;
+    - a reviewed description (a string) replaces the description, and the server's schemas are
+      cut down to what checks values (``schema_structure``): no description, title, default,
+      example or key of the server's own, at any depth. The names of properties, enum values and
+      patterns are still the server's words: review the whole definition to cover them too.
+
+    The tool keeps its listed name: that is what a call is sent to."""
+    kept = []
+    for tool in tools:
+        copy_of = reviewed.get(tool.name)
+        if isinstance(copy_of, types.Tool):
+            kept.append(copy_of.model_copy(update={"name": tool.name}, deep=True))
+        elif isinstance(copy_of, str):
+            kept.append(types.Tool(name=tool.name, description=copy_of,
+                                   input_schema=schema_structure(tool.input_schema),
+                                   output_schema=schema_structure(tool.output_schema) if tool.output_schema else None,
+                                   annotations=tool.annotations))
+    return kept
+
+
+# What checks a value in a JSON Schema. Everything else in it (description, title, default,
+# examples, $comment, any key a server makes up) is text for a reader: the model reads it.
+CHECKS = frozenset({"type", "enum", "const", "pattern", "required", "minimum", "maximum", "exclusiveMinimum",
+                    "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "minItems", "maxItems", "uniqueItems",
+                    "minProperties", "maxProperties", "dependentRequired", "$ref"})
+FORMATS = frozenset({"date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uri", "uuid"})
+ONE_SCHEMA = frozenset({"items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else",
+                        "unevaluatedProperties", "unevaluatedItems"})
+LIST_OF_SCHEMAS = frozenset({"prefixItems", "anyOf", "oneOf", "allOf"})
+SCHEMA_BY_NAME = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+def schema_structure(schema: Any) -> Any:
+    """``schema`` with only the keywords that check values (``CHECKS``, and a standard ``format``),
+    at every depth: nested objects, items, ``anyOf`` branches, ``$defs``."""
+    if isinstance(schema, bool):
+        return schema
+    if not isinstance(schema, dict):
+        return {}
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in CHECKS or key == "format" and value in FORMATS:
+            kept[key] = copy.deepcopy(value)
+        elif key in ONE_SCHEMA:
+            kept[key] = schema_structure(value)
+        elif key in LIST_OF_SCHEMAS and isinstance(value, list):
+            kept[key] = [schema_structure(item) for item in value]
+        elif key in SCHEMA_BY_NAME and isinstance(value, dict):
+            kept[key] = {name: schema_structure(item) for name, item in value.items()}
+    return kept
 
 
 def without_changed(pinned: dict[str, str], tools: Iterable[types.Tool]) -> list[types.Tool]:
@@ -141,10 +216,16 @@ class McpSession:
     ``log``, if given, receives every JSON-RPC message that passes (``recorded``); it needs a
     transport with messages, so an in-process server is then connected through memory streams.
     ``mode="legacy"`` speaks the protocol as it was before its 2026-07-28 revision (an
-    ``initialize`` handshake) instead of letting the SDK choose."""
+    ``initialize`` handshake) instead of letting the SDK choose.
 
-    def __init__(self, server: Any, log: list[dict[str, Any]] | None = None, mode: str = "auto") -> None:
+    ``name`` is the client's name for the server, half of each tool's identity (``ToolId``).
+    Without one, the session is named after what the client gave it (an in-process server's
+    name, a command line, an address), never after what the server says about itself."""
+
+    def __init__(self, server: Any, log: list[dict[str, Any]] | None = None, mode: str = "auto",
+                 name: str | None = None) -> None:
         self.server, self.log, self.mode = server, log, mode
+        self.name = name or client_side_name(server)
         self._stack = ExitStack()
 
     def __enter__(self) -> McpSession:
@@ -175,8 +256,33 @@ class McpSession:
         return tool_result(self.portal.call(self.client.call_tool, name, arguments))
 
     def tools(self, listed: Iterable[types.Tool]) -> dict[str, DeclaredTool]:
-        """The listed tools as the loop's tools: declared as listed, run through this session."""
-        return {tool.name: DeclaredTool(ollama_tool(tool), partial(self.call, tool.name)) for tool in listed}
+        """The listed tools as the loop's tools: declared as listed, run through this session,
+        each knowing its server (``DeclaredTool.server``). A name listed twice is refused."""
+        return all_tools(*({tool.name: DeclaredTool(ollama_tool(tool), partial(self.call, tool.name), self.name)}
+                           for tool in listed))
+
+
+def all_tools(*toolsets: dict[str, DeclaredTool]) -> dict[str, DeclaredTool]:
+    """The tools of several servers (each one ``session.tools(...)``) as one set for the loop.
+
+    The model calls a tool by its bare name, so two tools of one name cannot both be offered,
+    and neither may silently take the other's place: ``DuplicateTool`` names both servers."""
+    tools: dict[str, DeclaredTool] = {}
+    for toolset in toolsets:
+        for name, tool in toolset.items():
+            if name in tools:
+                raise DuplicateTool(f"two tools are named {name!r} (servers {tools[name].server!r} and "
+                                    f"{tool.server!r}); offer one of them only")
+            tools[name] = tool
+    return tools
+
+
+def client_side_name(server: Any) -> str:
+    """A name for ``server`` from what the client holds: an in-process server's name, a stdio
+    server's command line, an address."""
+    if isinstance(server, StdioServerParameters):
+        return " ".join([server.command, *server.args])
+    return str(getattr(server, "name", None) or server)
 
 
 def transport_for(server: Any) -> AbstractAsyncContextManager[Any]:

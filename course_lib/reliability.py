@@ -12,7 +12,10 @@ The defenses, in the order they wrap a call, outermost first:
    and only an operation that is read-only or carries an idempotency key.
 2. ``Idempotent``: a key per intended operation (a business key such as the order number
    first, else the tool name plus its canonical arguments); a result is stored only after
-   success, and a second call with the same key returns it without acting again.
+   success, and a second call with the same key returns it without acting again. The same
+   key with *other* arguments is not a repeat but a different request, and an error
+   (``IdempotencyConflict``), as in the IETF's Idempotency-Key draft and at Stripe:
+   answered from the store, a refund of 900 would look done when 1,200 was.
 3. The key is also sent to the service, which deduplicates on its side (like Stripe's
    ``Idempotency-Key``): the only defense against a success whose answer was lost.
 
@@ -25,13 +28,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import random
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
-from .tools import canonical_arguments
+from pydantic_core import to_jsonable_python
 
 T = TypeVar("T")
 Fault = Literal["ok", "timeout", "server_error", "client_error", "lost_answer", "done_then_server_error"]
@@ -51,6 +57,11 @@ class ClientError(ValueError):
 
 class UnsafeRetry(ValueError):
     """Retries were asked for an operation that may change the world and has no idempotency key."""
+
+
+class IdempotencyConflict(ClientError):
+    """An idempotency key came back with a different request: a mistake, never a repeat (a 4xx:
+    the IETF draft answers 422, Stripe 400). Trying again cannot help."""
 
 
 @dataclass(frozen=True)
@@ -73,11 +84,58 @@ class ToolKind:
         return "serialise them" if self.side_effect else "safe"
 
 
-def idempotency_key(tool: str, arguments: dict[str, Any], business_key: str | None = None) -> str:
+def canonical_request(arguments: dict[str, Any]) -> str:
+    """The arguments as one text per meaning: keys sorted, text in Unicode NFC (an "é" typed as one
+    character or as e plus an accent is one text), numbers by value (100 and 100.0 are one number;
+    true is not 1). Give it the validated arguments, the ones the tool receives."""
+    return json.dumps(_canonical(arguments), sort_keys=True, ensure_ascii=False)
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, (int, float, Decimal)):
+        number = Decimal(str(value))
+        if not number.is_finite():
+            raise ValueError(f"{value} is not a finite number")
+        return int(number) if number == number.to_integral_value() else float(number)
+    if isinstance(value, dict):
+        canonical = {_canonical(str(key)): _canonical(item) for key, item in value.items()}
+        if len(canonical) != len(value):
+            raise ValueError("two arguments have the same name once normalised")
+        return canonical
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item) for item in value]
+    return _canonical(to_jsonable_python(value))  # a date, a pydantic model...: its JSON form
+
+
+class IdempotencyKey(str):
+    """An idempotency key: the string that goes to the service, which also remembers the
+    ``fingerprint`` of the request it was made for (the tool and its canonical arguments).
+    Two requests share a key when they are meant as one operation; the fingerprint says
+    whether they really ask the same thing."""
+
+    fingerprint: str
+
+    def __new__(cls, key: str, fingerprint: str = "") -> IdempotencyKey:
+        made = super().__new__(cls, key)
+        made.fingerprint = fingerprint
+        return made
+
+
+def idempotency_key(tool: str, arguments: dict[str, Any], business_key: str | None = None) -> IdempotencyKey:
     """A business key wins (it tells two intended operations apart); else the tool name
-    plus the arguments in canonical form (sorted keys), so the same call gives the same key."""
-    material = business_key if business_key is not None else canonical_arguments(arguments)
-    return hashlib.sha256(f"{tool}:{material}".encode()).hexdigest()[:32]
+    plus the validated arguments in canonical form (``canonical_request``), so the same call
+    gives the same key: sorted keys, ``100`` and ``100.0`` alike, text NFC-normalised.
+
+    Either way the key carries the request's fingerprint: ``Idempotent.run`` refuses the same
+    key with other arguments instead of answering with the stored result."""
+    request = canonical_request(arguments)
+    material = unicodedata.normalize("NFC", business_key) if business_key is not None else request
+    fingerprint = hashlib.sha256(f"{tool}:{request}".encode()).hexdigest()[:32]
+    return IdempotencyKey(hashlib.sha256(f"{tool}:{material}".encode()).hexdigest()[:32], fingerprint)
 
 
 @dataclass
@@ -85,14 +143,24 @@ class Idempotent:
     """Run an operation at most once per key; remember its result only after it succeeded."""
 
     results: dict[str, Any] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)  # key -> the request it was first used for
     skipped: int = 0  # calls answered from the store instead of acting again
 
-    def run(self, key: str, operation: Callable[[], T]) -> T:
+    def run(self, key: str, operation: Callable[[], T], fingerprint: str | None = None) -> T:
+        """``operation()``, once per key. ``fingerprint`` says what was asked (an ``IdempotencyKey``
+        brings its own): the same key with another fingerprint raises ``IdempotencyConflict``."""
+        fingerprint = fingerprint or getattr(key, "fingerprint", "") or None
         if key in self.results:
+            first = self.fingerprints.get(key)
+            if fingerprint and first and fingerprint != first:
+                raise IdempotencyConflict("this idempotency key was already used for a different request; "
+                                          "a repeat must ask the same thing, a new operation needs a new key")
             self.skipped += 1
             return self.results[key]
         result = operation()  # an exception leaves no record: the next try really tries
         self.results[key] = result
+        if fingerprint:
+            self.fingerprints[key] = fingerprint
         return result
 
 
@@ -151,7 +219,9 @@ class FakePaymentService:
     (a 502, as from a gateway whose backend finished the work); the caller cannot tell
     them from the faults that did nothing.
     With ``honour_keys=True`` a request that repeats an applied ``idempotency_key`` returns
-    the stored answer instead of refunding again.
+    the stored answer instead of refunding again, and one that brings the same key with another
+    order or amount is refused (``IdempotencyConflict``, a 422), as Stripe refuses a key reused
+    with other parameters.
     """
 
     faults: list[Fault] = field(default_factory=list)
@@ -185,7 +255,10 @@ class FakePaymentService:
         if fault == "server_error":
             raise ServerError("503: service unavailable")
         if self.honour_keys and idempotency_key in self._answers_by_key:
-            return self._answers_by_key[idempotency_key]
+            answer = self._answers_by_key[idempotency_key]
+            if (answer["order_id"], answer["amount_jpy"]) != (order_id, amount_jpy):
+                raise IdempotencyConflict("422: this idempotency key was used for another refund")
+            return answer
         answer = {"refund_id": f"re_{len(self.refunds) + 1:04d}", "order_id": order_id, "amount_jpy": amount_jpy}
         self.refunds.append(answer)
         if idempotency_key is not None:

@@ -16,6 +16,8 @@ A tool can also come with its declaration already written, by someone else: an M
 lists its tools as name, description and JSON Schema (lesson 12). ``DeclaredTool`` keeps that
 declaration as given and checks arguments against its schema (``jsonschema``) instead of a
 Python signature; everything else (the loop, the guards, the spans) treats it like any tool.
+A schema written by someone else can be broken; then its calls fail with an error result
+the model can read, and the loop goes on.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, get_type_hints
 
 import jsonschema
 from pydantic import Field, ValidationError, create_model
+from referencing import Registry
 
 from .messages import ErrorKind, ToolResult, describe_errors
 from .validation import parameters_schema
@@ -36,30 +39,46 @@ from .validation import parameters_schema
 ToolFunction = Callable[..., Any]
 
 
+class BrokenSchema(ValueError):
+    """A declared schema that cannot check anything: not valid JSON Schema, a ``$ref`` to nowhere,
+    a pattern Python cannot compile, nested too deep. The tool's fault, not the arguments'."""
+
+
 class DeclaredTool:
     """A tool whose declaration was written elsewhere (an MCP server's ``tools/list``), and whose
-    implementation is ``run(arguments)``: a call to that server, say.
+    implementation is ``run(arguments)``: a call to that server, say. ``server`` names where it
+    came from (as the client names that server): two servers can each have a ``refund_order``.
 
     It is called like a function (``tool(sku="SKU-00042")``), and ``inspect.signature`` shows the
     schema's properties as keyword arguments, so code written for Python tools works unchanged."""
 
-    def __init__(self, declaration: dict[str, Any], run: Callable[[dict[str, Any]], Any]) -> None:
+    def __init__(self, declaration: dict[str, Any], run: Callable[[dict[str, Any]], Any],
+                 server: str | None = None) -> None:
         self.declaration = copy.deepcopy(declaration)
         self.run = run
+        self.server = server
         self.__name__ = declaration["function"]["name"]
         self.__doc__ = declaration["function"].get("description", "")
-        names = self.parameters.get("properties", {})
+        properties = self.parameters.get("properties") if isinstance(self.parameters, dict) else None
+        names = properties if isinstance(properties, dict) else {}
         self.__signature__ = inspect.Signature([inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY)
-                                                for name in names if name.isidentifier()])
+                                                for name in names if isinstance(name, str) and name.isidentifier()])
 
     @property
     def parameters(self) -> dict[str, Any]:
         return self.declaration["function"].get("parameters") or {"type": "object", "properties": {}}
 
     def check(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments, if they satisfy the declared schema; else ``ValueError`` naming every problem."""
-        validator = jsonschema.Draft202012Validator(self.parameters)
-        problems = sorted(validator.iter_errors(arguments), key=lambda error: list(error.path))
+        """The arguments, if they satisfy the declared schema; else ``ValueError`` naming every problem,
+        or ``BrokenSchema`` if the schema itself cannot check anything. A ``$ref`` is looked up
+        inside the schema only: a declaration cannot make the client fetch an address."""
+        try:
+            jsonschema.Draft202012Validator.check_schema(self.parameters)
+            validator = jsonschema.Draft202012Validator(self.parameters, registry=Registry())
+            problems = sorted(validator.iter_errors(arguments),  # paths mix names and indexes
+                              key=lambda error: [(isinstance(part, str), part) for part in error.path])
+        except Exception as error:  # a broken schema raises anything from SchemaError to RecursionError
+            raise BrokenSchema(f"its declared schema is broken ({type(error).__name__})") from error
         if problems:
             raise ValueError("; ".join(f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in problems))
         return dict(arguments)
@@ -145,6 +164,8 @@ def validate_call(name: str, arguments: dict[str, Any], tools: dict[str, ToolFun
     if isinstance(tool, DeclaredTool):
         try:
             return tool.check(arguments)
+        except BrokenSchema as error:
+            return ToolResult.failure(ErrorKind.TOOL_FAILED, f"{name} cannot be called: {error}")
         except ValueError as error:
             return ToolResult.failure(ErrorKind.INVALID_ARGUMENTS, f"invalid arguments for {name}: {error}")
     try:

@@ -6,11 +6,12 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from ..loop import ChatModel, Executor, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
 from ..messages import ToolResult
-from ..security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext
+from ..security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext, amounts_named_in
 from ..security.executor import guarded_executor
 from ..security.workspace import email_address
 from ..tools import ToolFunction
@@ -78,7 +79,9 @@ class StaffReviewer:
 
     - the customer named that order, as a whole word: "ORD-10021" does not name ORD-1002;
     - for a refund, the amount is what the customer asked for and at most what was paid:
-      an amount written in the request, or, if the request names none, the whole amount paid.
+      an amount written in the request (``amounts_named_in``: "500 yen", "refund 500"; an
+      order number or a date is not an amount), or, if the request names none, the whole
+      amount paid. An amount it cannot read one way gets a no.
 
     (A reviewer answering ``None`` instead parks the call for the approval panel.)"""
 
@@ -91,7 +94,10 @@ class StaffReviewer:
             return False
         if "amount_jpy" not in arguments:
             return True
-        asked = {int(word) for word in said if re.fullmatch(r"[0-9]+", word)} or {order["paid_jpy"]}
+        try:
+            asked = amounts_named_in(run.prompt) or {Decimal(order["paid_jpy"])}
+        except ValueError:
+            return False
         return arguments["amount_jpy"] in asked and arguments["amount_jpy"] <= order["paid_jpy"]
 
 

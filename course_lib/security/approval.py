@@ -5,7 +5,8 @@ parks each side effect in ``gate.pending`` and tells the model it has not happen
 panel shows each parked call beside the request it came from, with the arguments as they
 will run (validated and normalised); **Approve** runs the call through its run's executor
 (validation, every other guard, the span), **Deny** drops it. Nothing runs until a person
-clicks.
+clicks, and what runs is what the row shows: the click approves the digest of the arguments
+the row displays (``ApprovalGate.approve(call, seen)``), never a dict that changed since.
 
 A person can only judge what they can see. Every text is HTML-escaped (the arguments may
 hold an attacker's words, and a panel must not render them as HTML), and every character
@@ -27,7 +28,7 @@ import unicodedata
 import ipywidgets as widgets
 
 from ..tools import ToolFunction
-from .defenses import ApprovalGate, ParkedCall
+from .defenses import ApprovalGate, ParkedCall, call_digest
 from .executor import guarded_executor
 
 HIDDEN = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}  # controls, format, private, unassigned, line breaks
@@ -84,15 +85,16 @@ def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = N
     for call in list(gate.pending):
         status = widgets.HTML(WAITING, layout={"flex": "1 1 auto"})  # HTML, so that a long result wraps
         approve, deny = decision_buttons(call)
+        arguments = call.arguments  # shown in this row, and the only arguments its Approve can run
 
         def decide(approved: bool, call: ParkedCall = call, status: widgets.HTML = status,
-                   buttons: tuple = (approve, deny)) -> None:
+                   buttons: tuple = (approve, deny), seen: str = call_digest(call.name, arguments)) -> None:
             if not any(waiting is call for waiting in gate.pending):
                 return  # decided already: a second click (a double click) changes nothing
             if approved:
                 if call.run.execute is None:  # parked by hand, outside any executor: give its run one
                     guarded_executor([gate], call.run, tools or {})
-                status.value = f"approved: {shown(gate.approve(call).text)}"
+                status.value = f"approved: {shown(gate.approve(call, seen).text)}"
             else:
                 gate.deny(call)
                 status.value = "denied: not done"
@@ -102,15 +104,17 @@ def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = N
 
         approve.on_click(lambda _, decide=decide: decide(True))
         deny.on_click(lambda _, decide=decide: decide(False))
-        shown_call = widgets.HTML(f'<div style="line-height: 1.4">{parked_call_html(call, request)}</div>',
+        shown_call = widgets.HTML(f'<div style="line-height: 1.4">{parked_call_html(call, request, arguments)}</div>',
                                   layout={"flex": "1 1 24em"})
         rows.append(widgets.HBox([shown_call, approve, deny, status], layout=ROW))
     return widgets.VBox(rows)
 
 
-def parked_call_html(call: ParkedCall, latest_request: str | None = None) -> str:
-    """The HTML of one parked call: the request it came from, then the call as it will run."""
+def parked_call_html(call: ParkedCall, latest_request: str | None = None,
+                     arguments: dict | None = None) -> str:
+    """The HTML of one parked call: the request it came from, then the call as it will run
+    (``arguments``: the copy of its arguments to show, if the caller holds one)."""
     earlier = " (an earlier request)" if latest_request is not None and call.request != latest_request else ""
-    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    text = json.dumps(call.arguments if arguments is None else arguments, ensure_ascii=False)
     return (f"<b>The user asked{earlier}:</b> {shown(call.request)}<br>"
-            f"<code>{shown(call.name)}({shown(arguments)})</code>")
+            f"<code>{shown(call.name)}({shown(text)})</code>")

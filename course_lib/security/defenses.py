@@ -17,10 +17,14 @@ forms with ``==`` and never clean a value up themselves; anything else is refuse
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -29,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..loop import ChatModel, Executor
 from ..messages import ErrorKind, ToolResult, as_result
 from ..tools import ToolFunction
-from .workspace import READ_TOOLS, RECIPIENT_ARGUMENT, SIDE_EFFECT_TOOLS, canonical_recipient
+from .workspace import IBAN_LENGTHS, READ_TOOLS, RECIPIENT_ARGUMENT, SIDE_EFFECT_TOOLS, canonical_recipient
 
 OPTIONS = {"temperature": 0, "seed": 0, "num_predict": 80}  # greedy: a run, and each defense's call, can be repeated
 
@@ -126,14 +130,40 @@ class Allowlist(Defense):
         return None if name in tools_for_request(run.prompt) else f"the request does not ask for {name}"
 
 
-# ASCII classes, not \w and \d: those match letters and digits of every script.
+# ASCII classes, not \w and \d: those match letters and digits of every script. An IBAN is
+# written all in one, or in groups of four with a shorter last group ("DE89 3704 ... 0130 00").
 ADDRESS_OR_IBAN = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
-                             r"|\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{1,4}){3,8}\b")
+                             r"|(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}"
+                             r"(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4})+(?: [A-Z0-9]{1,3})?)(?![A-Za-z0-9])")
 
 
 def recipients_named_in(text: str) -> set[str]:
     """The e-mail addresses and IBANs written in a text, in the canonical form validation gives arguments."""
-    return {recipient for match in ADDRESS_OR_IBAN.findall(text) if (recipient := canonical_recipient(match))}
+    found = (canonical_recipient(written) if "@" in written else iban_written(written)
+             for written in ADDRESS_OR_IBAN.findall(text))
+    return {recipient for recipient in found if recipient}
+
+
+def iban_written(text: str) -> str | None:
+    """The IBAN in an IBAN-shaped run of text, without the words that follow it, canonical.
+
+    Groups of four run on into whatever comes next in capitals ("... 0130 00 TODAY", "...
+    1234 NOTE"), so the account ends where its country's length says (``IBAN_LENGTHS``: one
+    from DE has 22 characters, and a group that would pass that end is not part of it). For
+    a country the registry does not know, a last group of letters only is a word, not digits
+    of an account."""
+    groups = text.split(" ")
+    length = IBAN_LENGTHS.get(groups[0][:2])
+    if length is None:
+        while len(groups) > 2 and groups[-1].isalpha():
+            groups.pop()
+        return canonical_recipient("".join(groups))
+    number = ""
+    for group in groups:
+        if len(number) >= length:
+            break
+        number += group
+    return canonical_recipient(number)  # None if the groups overshoot or fall short of the length
 
 
 class ArgumentPolicy(Defense):
@@ -205,10 +235,56 @@ class ToolFilter(Defense):
 Reviewer = Callable[[RunContext, str, dict[str, Any]], "bool | None"]
 
 
-def amounts_named_in(text: str) -> set[float]:
-    """The numbers written in a text ("8,500" is 8500), for comparing with an amount."""
-    return {float(number.replace(",", "")) for number in re.findall(r"(?<![0-9.,])[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?"
-                                                                    r"|(?<![0-9.,])[0-9]+(?:\.[0-9]+)?", text)}
+# A number is an amount when a currency is written next to it (any currency sign, or a code or
+# word), or when it is what a request says to pay: "Pay 850 to ...". Any other number (a date,
+# an invoice or order number, a time, a count) is not an amount, however it looks.
+CURRENCY_SIGNS = "".join(sign for sign in map(chr, range(0x10000)) if unicodedata.category(sign) == "Sc")  # $ € ¥ ...
+CURRENCY = (rf"[{re.escape(CURRENCY_SIGNS)}円]"
+            r"|(?<![A-Za-z])(?:EUR|USD|GBP|JPY|CHF|euros?|dollars?|pounds?|yen|francs?)(?![A-Za-z])")
+NUMBER = r"[0-9](?:[0-9.,' \u00a0\u202f]*[0-9])?"  # digits, with whatever separates their groups
+AMOUNT = re.compile(rf"(?:{CURRENCY})\s?(?P<after>{NUMBER})(?![0-9])"
+                    rf"|(?<![0-9.,'/:-])(?P<before>{NUMBER})\s?(?:{CURRENCY})"
+                    rf"|(?<![A-Za-z])(?:pay|transfer|send|wire|refund)\s+(?P<paid>{NUMBER})(?![0-9]|[-/:][0-9])",
+                    re.IGNORECASE)
+
+
+def amounts_named_in(text: str) -> set[Decimal]:
+    """The amounts of money written in a text, for comparing with an amount that is about to be paid.
+
+    Only numbers that are amounts count ("850 euros", "€8,500", "Pay 850 to ..."): a date,
+    an invoice number or a time is no approval to pay that much. ``ValueError`` if an amount
+    cannot be read one way (``amount_value``): then nobody can say which amount was asked for."""
+    return {amount_value(next(number for number in match.groups() if number)) for match in AMOUNT.finditer(text)}
+
+
+def amount_value(written: str) -> Decimal:
+    """The value of a written amount, in English or European style: ``8,500.00`` and ``8.500,00``
+    are both 8500, ``850,50`` is 850.50.
+
+    The last of two kinds of separator is the decimal one. A lone separator before exactly three
+    digits groups thousands in either style (``8,500`` and ``8.500`` are 8500), since money is not
+    written with three decimals; before one or two digits it is the decimal one. Anything else
+    (groups that are not of three, digits split by spaces, which can be two numbers) is
+    ``ValueError``: an amount read the wrong way is worse than none."""
+    marks = re.sub(r"[0-9]", "", written)
+    if not set(marks) <= {".", ","}:
+        raise ValueError(f"{written!r} could be one number or several")
+    whole, fraction = written, ""
+    if len(set(marks)) == 2 and marks.count(marks[-1]) == 1:  # 8.500,00 or 8,500.00
+        whole, fraction = written.rsplit(marks[-1], 1)
+        whole = whole.replace(marks[0], " ")
+    elif len(marks) == 1 and len(written.rsplit(marks, 1)[1]) in (1, 2):  # 850,50 or 8.5
+        whole, fraction = written.rsplit(marks, 1)
+    elif len(set(marks)) == 1:  # 8,500 or 1.234.567: thousands
+        whole = written.replace(marks[0], " ")
+    elif marks:
+        raise ValueError(f"{written!r} mixes its separators")
+    groups = whole.split(" ")
+    if len(groups) > 1 and not (1 <= len(groups[0]) <= 3 and all(len(group) == 3 for group in groups[1:])):
+        raise ValueError(f"{written!r} is not written in groups of three digits")
+    if len(fraction) > 2:
+        raise ValueError(f"{written!r} has more than two decimals")
+    return Decimal("".join(groups) + (f".{fraction}" if fraction else ""))
 
 
 def request_reviewer(run: RunContext, name: str, arguments: dict[str, Any]) -> bool:
@@ -217,7 +293,9 @@ def request_reviewer(run: RunContext, name: str, arguments: dict[str, Any]) -> b
 
     - the request asks for that tool (``tools_for_request``);
     - the recipient is written in the request (in the canonical form validation gives it);
-    - for a payment, the amount is written in the request, if the request writes any amount.
+    - for a payment, the amount is written in the request, if the request writes any amount
+      (``amounts_named_in``: dates and invoice numbers are not amounts), and it says no if the
+      request writes an amount it cannot read one way.
 
     What it cannot check is what it does not see: a payment whose amount came from an e-mail
     ("pay the December rent") is approved whatever the amount. The table measures that gap."""
@@ -225,19 +303,52 @@ def request_reviewer(run: RunContext, name: str, arguments: dict[str, Any]) -> b
         return False
     if arguments.get(RECIPIENT_ARGUMENT.get(name, "")) not in recipients_named_in(run.prompt):
         return False
-    amounts = amounts_named_in(re.sub(ADDRESS_OR_IBAN, " ", run.prompt))
-    return name != "send_money" or not amounts or float(arguments.get("amount", -1)) in amounts
+    if name != "send_money":
+        return True
+    try:
+        amounts = amounts_named_in(re.sub(ADDRESS_OR_IBAN, " ", run.prompt))
+    except ValueError:
+        return False
+    amount = arguments.get("amount")
+    return not amounts or (isinstance(amount, (int, float)) and not isinstance(amount, bool)
+                           and Decimal(str(amount)) in amounts)
 
 
-@dataclass(eq=False)  # two parked calls are the same call only if they are the same object
+def call_digest(name: str, arguments: dict[str, Any]) -> str:
+    """A fingerprint of one call, its name and its arguments (keys sorted): a person approves this."""
+    text = json.dumps([name, arguments], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class ParkedCall:
     """A side effect waiting for a person: the call as it will run (validated arguments) and
-    the request it came from, so that it is judged against the words that asked for it."""
+    the request it came from, so that it is judged against the words that asked for it.
 
-    name: str
-    arguments: dict[str, Any]
-    request: str
-    run: RunContext = field(repr=False)  # the run it belongs to, and so its executor
+    It keeps its own copy of the arguments, taken when it was parked, and that copy's
+    ``digest``. ``arguments`` hands out a fresh copy every time: changing a dict somebody still
+    holds (the reviewer's, the refusal log's, one read from the panel) changes nothing here,
+    and what a person was shown is what runs. Two parked calls are the same call only if they
+    are the same object."""
+
+    __slots__ = ("name", "request", "run", "digest", "_arguments")
+
+    def __init__(self, name: str, arguments: dict[str, Any], request: str, run: RunContext) -> None:
+        self.name, self.request = name, request
+        self.run = run  # the run it belongs to, and so its executor
+        self._arguments = copy.deepcopy(arguments)
+        self.digest = call_digest(name, self._arguments)
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """A copy of the arguments as they were parked."""
+        return copy.deepcopy(self._arguments)
+
+    def unchanged(self) -> bool:
+        """Whether the parked copy still has the digest it was parked with."""
+        return call_digest(self.name, self._arguments) == self.digest
+
+    def __repr__(self) -> str:
+        return f"ParkedCall(name={self.name!r}, arguments={self._arguments!r}, request={self.request!r})"
 
 
 class ApprovalGate(Defense):
@@ -246,7 +357,8 @@ class ApprovalGate(Defense):
 
     ``approve`` runs a parked call through the executor of its run, with this gate's yes: the
     call is validated again, meets every other guard and leaves a span, like any other call.
-    A yes skips only this gate, and only once."""
+    A yes skips only this gate, only once, and only for the call whose digest was approved.
+    The reviewer reads a copy of the arguments: what it does to that copy never runs."""
 
     name = "approval gate"
 
@@ -260,7 +372,7 @@ class ApprovalGate(Defense):
         if name not in self.tools or self._is_granted(run, name, arguments):
             return None
         run.approvals_asked += 1
-        verdict = self.reviewer(run, name, arguments)
+        verdict = self.reviewer(run, name, copy.deepcopy(arguments))
         if verdict is None:
             self.pending.append(ParkedCall(name, arguments, run.prompt, run))
             return "this action waits for a human's approval; it has not been done yet"
@@ -268,13 +380,19 @@ class ApprovalGate(Defense):
 
     def _is_granted(self, run: RunContext, name: str, arguments: dict[str, Any]) -> bool:
         granted = self.granted
-        return granted is not None and granted.run is run and (granted.name, granted.arguments) == (name, arguments)
+        return granted is not None and granted.run is run and granted.digest == call_digest(name, arguments)
 
-    def approve(self, call: ParkedCall) -> ToolResult:
-        """A person said yes: run ``call`` the way its run runs every call; return the result."""
+    def approve(self, call: ParkedCall, shown: str | None = None) -> ToolResult:
+        """A person said yes: run ``call`` the way its run runs every call; return the result.
+
+        ``shown`` is the digest of the call as the person saw it (``call_digest`` of what the
+        panel displayed). What runs is the parked copy; if it no longer matches its digest, or
+        the one shown, nothing runs and the call is dropped."""
         if call.run.execute is None:
             raise ValueError("this call was parked outside an executor: make one with executor.guarded_executor")
         self.pending.remove(call)
+        if not call.unchanged() or shown not in (None, call.digest):
+            return ToolResult.failure(ErrorKind.REFUSED, "refused: the call is not the one that was shown; nothing ran")
         self.granted = call
         try:
             return as_result(call.run.execute(call.name, call.arguments))
@@ -354,12 +472,68 @@ class InjectionDetector(Defense):
         return result
 
 
-URL = re.compile(r"https?://[^\s)\"'>]+", re.IGNORECASE)
 HOST = re.compile(r"[a-z0-9.-]+")
+SPECIAL_SCHEMES = frozenset({"http", "https", "ftp", "ws", "wss", "file"})  # a browser needs no // after these
+SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*):(\S)")  # https: javascript: mailto: ...
+SLASHES = re.compile(r"[/\\]{2}")  # //host or \\host: the scheme of the page it is shown on
+# Anything shaped like a host name: labels (of any script) joined by dots (the full-width and
+# ideographic dots too, which browsers read as dots), the last one starting with a letter; or
+# four numbers, an IPv4 address; maybe after a "user@". "evil.example", "www.evil.example",
+# "report.zip" and "mark@attacker.example" all count.
+HOST_LIKE = re.compile(r"(?<![\w%+@-])(?:[\w.%+-]+@)?"
+                       r"(?:[\w-]+(?:[.\u3002\uff0e\uff61][\w-]+)*[.\u3002\uff0e\uff61][^\W\d_][\w-]*[^\W_](?![\w-])"
+                       r"|[0-9]+(?:\.[0-9]+){3}(?![\w.]))")
+INSIDE_A_LINK = set("/\\?#=&%:~+")  # a host-like word after one of these is a path or a query, not a new link
+
+
+def link_starts(word: str) -> list[int]:
+    """Where a link can start in ``word`` (text without spaces): a scheme, ``//`` or ``\\``, or
+    anything host-like, as a browser or a chat window that turns text into links would read it."""
+    def can_start(position: int) -> bool:
+        return position == 0 or word[position - 1] not in INSIDE_A_LINK
+    starts = {match.start() for match in SCHEME.finditer(word)
+              if match.group(1).lower() in SPECIAL_SCHEMES or not match.group(2).isdigit() and can_start(match.start())}
+    starts |= {match.start() for match in SLASHES.finditer(word) if can_start(match.start())}
+    starts |= {match.start() for match in HOST_LIKE.finditer(word) if can_start(match.start())}
+    return sorted(starts)
+
+
+def visited_host(link: str) -> str | None:
+    """The host a browser would visit for ``link``, read the way its URL parser reads it.
+
+    ``\\`` counts as ``/``; after ``http:`` or ``https:`` any number of slashes, even none,
+    lead to the host (``https:evil.example``, ``https:/evil.example``); ``//evil.example``
+    keeps the page's scheme; ``www.evil.example`` or ``evil.example/x`` is a host without a
+    scheme, as a chat window's link finder reads it. Then ``urlsplit`` finds the host, after
+    any ``user@``. None for a link to no host (``javascript:``, ``data:``, ``mailto:``)."""
+    text = link.replace("\\", "/")
+    scheme = SCHEME.match(text)
+    if scheme and scheme.group(1).lower() in SPECIAL_SCHEMES:
+        text = text[scheme.end(1) + 1:]
+    elif scheme and not scheme.group(2).isdigit():  # a digit after the colon: host:port
+        return None
+    try:
+        return urlsplit("https://" + text.lstrip("/")).hostname
+    except ValueError:  # e.g. a broken [IPv6] host
+        return None
+
+
+def link_end(word: str) -> int:
+    """Where a link in ``word`` ends: before the punctuation that closes a sentence or a bracket."""
+    end = len(word)
+    while end and word[end - 1] != "/" and unicodedata.category(word[end - 1])[0] in "PS":
+        end -= 1
+    return end
 
 
 class LinkFilter(Defense):
-    """An output guard: links to sites outside ``allowed_domains`` are removed from the answer."""
+    """An output guard: links to sites outside ``allowed_domains`` are removed from the answer.
+
+    A link is anything a browser, or a chat window that turns text into links, would open:
+    ``https://...``, but also ``https:evil.example``, ``//evil.example``, ``www.evil.example``,
+    a bare ``evil.example/reset`` and the domain of an e-mail address. Each word of the answer
+    is read from every place where a link could start (``link_starts``); if any of them leads
+    to a host that is not allowed, the link is removed from the first such place on."""
 
     name = "link filter"
 
@@ -367,15 +541,19 @@ class LinkFilter(Defense):
         self.allowed_domains = tuple(domain.lower() for domain in allowed_domains)
 
     def filter_answer(self, run, answer):
-        return URL.sub(lambda link: link.group() if self.allowed(link.group()) else "[link removed]", answer)
+        return re.sub(r"\S+", lambda word: self.filter_word(word.group()), answer)
+
+    def filter_word(self, word: str) -> str:
+        """``word`` (text without spaces), with its link removed if any place in it leads off the allowed hosts."""
+        starts, end = link_starts(word), link_end(word)
+        if all(self.allowed(word[start:end]) for start in starts):
+            return word
+        return f"{word[:starts[0]]}[link removed]{word[max(end, starts[0]):]}"
 
     def allowed(self, url: str) -> bool:
-        """Whether a link leads to an allowed domain, judged on the host a browser would visit:
-        parsed, not cut out of the text (``https://evil.example#.bakery.example`` goes to
-        evil.example), with ``\\`` read as ``/`` as browsers do, and only plain ASCII hosts."""
-        try:
-            host = urlsplit(url.replace("\\", "/")).hostname or ""
-        except ValueError:  # e.g. a broken [IPv6] host
-            return False
+        """Whether a link leads to an allowed domain, judged on the host a browser would visit
+        (``visited_host``): parsed, not cut out of the text (``https://evil.example#.bakery.example``
+        goes to evil.example), and only plain ASCII hosts."""
+        host = visited_host(url) or ""
         return HOST.fullmatch(host) is not None and any(host == d or host.endswith("." + d)
                                                         for d in self.allowed_domains)

@@ -15,8 +15,9 @@ one template (both rotating), on both servers. The rows are client-side policies
 - **no defense**: the tools as the server lists them now;
 - **pinned definitions**: definitions pinned at the first listing (trust on first use); a
   tool whose definition changed since is left out (``mcp_tools.without_changed``);
-- **reviewed descriptions**: every description replaced by the client's own reviewed copy,
-  a tool without one left out (``mcp_tools.with_reviewed_descriptions``);
+- **reviewed descriptions**: every definition replaced by the client's own reviewed copy (the
+  description, and the schema with every word in it, at every depth), a tool without one left
+  out (``mcp_tools.with_reviewed_descriptions``);
 - **argument policy**: lesson 9's check on the calls' recipients, which does not look at
   descriptions at all: does a call-level defense still catch what the description asked for?
 
@@ -35,7 +36,14 @@ from mcp.types import Tool, ToolAnnotations
 
 from ..experiments import quick_mode, run_all
 from ..loop import ChatModel
-from ..mcp_tools import McpSession, pin, serveable, with_reviewed_descriptions, without_changed
+from ..mcp_tools import (
+    McpSession,
+    pin,
+    reviewed_definitions,
+    serveable,
+    with_reviewed_descriptions,
+    without_changed,
+)
 from ..tools import ToolFunction, parse_docstring
 from .bench import Outcome, ToolSource, run_case
 from .defenses import ArgumentPolicy, Defense
@@ -66,10 +74,11 @@ def pinned_on_first_use(first: list[Tool], now: list[Tool]) -> list[Tool]:
     return without_changed(pin(first), now)
 
 
-def reviewed_copy(workspace_spec: dict[str, Any]) -> dict[str, str]:
-    """The descriptions a person read and approved: the clean workspace tools' summaries."""
-    tools = build_workspace(workspace_spec).tools()
-    return {name: parse_docstring(tool.__doc__ or "")[0] for name, tool in tools.items()}
+def reviewed_copy(workspace_spec: dict[str, Any]) -> dict[str, Tool]:
+    """The definitions a person read and approved: the clean workspace tools as an MCP server
+    lists them (each summary, and each schema with its argument descriptions), kept whole."""
+    with McpSession(ToolServer(build_workspace(workspace_spec))) as session:
+        return reviewed_definitions(session.list_tools())
 
 
 def standard_rows(scenarios: Scenarios) -> dict[str, tuple[Policy, list[Defense]]]:

@@ -29,6 +29,12 @@ RECIPIENT_ARGUMENT = {"send_email": "to", "send_money": "recipient"}
 
 EMAIL = re.compile(r"[a-z0-9._%+-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
 IBAN = re.compile(r"[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}")
+# How long an IBAN is in each country (the SWIFT IBAN registry): "DE" is always 22 characters.
+IBAN_LENGTHS = {entry[:2]: int(entry[2:]) for entry in (
+    "AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BR29 BY28 CH21 CR22 CY28 CZ24 DE22 DK18 DO28 EE20 EG29 "
+    "ES24 FI18 FO18 FR27 GB22 GE22 GI23 GL18 GR27 GT28 HR21 HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20 "
+    "LB28 LC32 LI21 LT20 LU20 LV21 LY25 MC27 MD24 ME22 MK19 MR27 MT31 MU30 NL18 NO15 PK24 PL28 PS29 PT25 "
+    "QA29 RO24 RS22 SA24 SC31 SE24 SI19 SK24 SM27 ST25 SV28 TL23 TN24 TR26 UA29 VA22 VG24 XK20").split()}
 
 
 def email_address(text: str) -> str:
@@ -50,12 +56,16 @@ def iban(text: str) -> str:
     """An account number (IBAN) in its canonical form: NFKC, no spaces, upper case.
 
     Only the format is checked (country letters, two check digits, 11 to 30 letters or
-    digits), not the checksum: the lesson's attacker uses a made-up account.
+    digits, and the country's own length where the registry knows the country), not the
+    checksum: the lesson's attacker uses a made-up account.
     """
     number = unicodedata.normalize("NFKC", text).replace(" ", "")
-    if not number.isascii() or not IBAN.fullmatch(number.upper()):
+    if not number.isascii() or not IBAN.fullmatch(number.upper()):  # ASCII first: "ı".upper() is a plain I
         raise ValueError("must be an IBAN: two letters, two digits, then 11 to 30 letters or digits")
-    return number.upper()
+    number = number.upper()
+    if len(number) != IBAN_LENGTHS.get(number[:2], len(number)):
+        raise ValueError(f"must be an IBAN: one from {number[:2]} has {IBAN_LENGTHS[number[:2]]} characters")
+    return number
 
 
 def canonical_recipient(text: Any) -> str | None:
