@@ -194,10 +194,9 @@ CORPUS = [
     ("/v1/chat/completions", openai(tool_choice="required", tools=[{"type": "function", "function": {
         "name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "string", "maxLength": 50000}}}}}]),
      {}, 400, "maxLength"),
-    ("/v1/chat/completions", openai(tool_choice={"type": "function", "function": {"name": "f"}},
-                                    tools=[{"type": "function", "function": {"name": "f", "parameters": {
-                                        "type": "object", "properties": {"a": {"type": "array", "maxItems": 10**5}}}}}]),
-     {}, 400, "maxItems"),
+    ("/v1/chat/completions", openai(tool_choice={"type": "function", "function": {"name": "f"}}, tools=[
+        {"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"type": "array", "maxItems": 10**5}}}}}]), {}, 400, "maxItems"),
     ("/v1/messages", anthropic(tool_choice={"type": "any"}, tools=[{"name": "f", "input_schema": {
         "type": "object", "properties": {"a": {"type": "string", "maxLength": 20000}}}}]), {}, 400, "maxLength"),
     # arguments that are a JSON text inside the JSON body get the body's checks

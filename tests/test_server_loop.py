@@ -13,10 +13,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-from helpers import FAKE_MODEL, NOW_TOOL, FakeEngine, serving, wait_until
 
 from course_lib.server.app import create_app, file_digest
 from course_lib.tool_parser import parse_tool_calls
+
+from helpers import FAKE_MODEL, NOW_TOOL, FakeEngine, serving, wait_until
 
 HI = [{"role": "user", "content": "Hi"}]
 DEGENERATE = ["[1," * 130_000, "{" * 400_000, '{"a" ' * 80_000, "[" * 400_000, "[[" * 100_000 + "x" + "]]" * 100_000,

@@ -123,7 +123,8 @@ def decode_arguments(text: str, where: str) -> Any:
     try:
         return parse_json(text.encode("utf-8"))
     except BadRequest as problem:
-        raise DialectError(f"{where} is not valid JSON: {problem.message.removeprefix('invalid JSON body: ')}") from None
+        reason = problem.message.removeprefix("invalid JSON body: ")
+        raise DialectError(f"{where} is not valid JSON: {reason}") from None
     except UnicodeEncodeError:
         raise DialectError(f"{where}: not well-formed text") from None
 
