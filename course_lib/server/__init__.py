@@ -6,9 +6,13 @@ which ``runtime.connect()`` does for you). Inside, one module per step of a requ
 - ``guard``: refuses hostile requests before any route runs (origin, host, size, JSON shape)
 - ``wire``: the request bodies of Ollama's API, validated with their limits
 - ``dialects``: OpenAI's and Anthropic's requests and responses, translated to and from Ollama's
-- ``engine``: the model: prompt in, tokens out (llama-cpp-python); ``ServedModel`` is what
-  the routes need of it, so tests can serve a scripted fake instead
-- ``scheduler``: one generation at a time, a bounded queue, 503 beyond it
+- ``grammar_limits``: what a ``format`` schema may ask of its grammar, checked before compiling
+- ``generation``: a generation without the model: defaults, errors, statistics, stop strings;
+  ``ServedModel`` is what the routes need of a model, so tests can serve a scripted fake instead
+- ``engine`` and ``batching``: the model: prompt in, tokens out (llama-cpp-python), one request
+  at a time or several decoded together
+- ``supervisor``: the model in a child process, restarted when it dies (as Ollama's runner)
+- ``scheduler``: as many generations as the model has slots, a bounded queue, 503 beyond it
 - ``streams``: the OpenAI and Anthropic response bodies and event streams
 - ``app``: the routes (FastAPI) that tie them together, and ``main`` for the command line
 
