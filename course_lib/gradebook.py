@@ -8,10 +8,14 @@
 (``python3 course.py grade ...`` runs this.) For one notebook or the table, the exit
 status is 0 only when every exercise passed. For a class, ``submissions/`` holds one folder per learner with any of
 the exercise notebooks in it; the command writes ``grades.csv`` (one row per learner,
-notebook and exercise) and ``summary.md`` (pass counts per learner and notebook, and
-each exercise's pass rate across the class). Every submission runs in its own kernel, in
-a copy of its folder, with the published check cells and a time limit per cell; one
-model server serves the whole batch.
+notebook and exercise) and ``summary.md`` (pass counts per learner and notebook, each
+exercise's pass rate across the class, and which sandbox ran). A class is other people's
+code: every submission runs in a sandbox (``course_lib.sandbox``: a scratch copy, an
+allowlisted environment, limits, its processes killed at the end), with the published
+checks run where its code cannot replace them (``course_lib.grading``), a time limit per
+cell and per notebook, and the model server checked before and after each submission and
+restarted when it died. Both reports are escaped: a learner's text is never a spreadsheet
+formula or Markdown.
 """
 
 from __future__ import annotations
@@ -19,22 +23,24 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 
 from . import config
-from .grading import PUBLISHED, Result, format_report, grade, grade_copy
+from .grading import PUBLISHED, Result, format_report, grade
 
 if TYPE_CHECKING:  # imported when needed: the server is heavy
-    from .runtime import EmbeddedServer
+    from .sandbox import Sandbox
 
-FIELDS = ["learner", "notebook", "exercise", "status", "message"]
+FIELDS = ["learner", "notebook", "exercise", "status", "message", "note"]
 COUNTED = ("passed", "failed", "not attempted")  # the statuses tallied per exercise; the rest are errors
 
 
@@ -43,12 +49,26 @@ class ModelServer:
 
     Your own Ollama is used when it answers and has the model (as ``connect()`` does),
     unless ``COURSE_EMBEDDED=1``; otherwise one embedded server is started and stopped
-    with this object. Kernels reach it through ``OLLAMA_HOST``.
+    with this object (``start`` makes another kind: any object with ``url``, ``running``
+    and ``stop()``). Kernels reach it through ``OLLAMA_HOST``. ``check()`` is called before
+    and after each submission: a server that stopped answering is started again (if it is
+    ours; your own Ollama is replaced by an embedded one), and the submission's rows say so.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, start: Callable[[], Any] | None = None) -> None:
         self._url = url
-        self._server: EmbeddedServer | None = None  # started on the first notebook that needs it
+        self._start = start
+        self._server: Any = None  # started on the first notebook that needs it
+
+    @property
+    def url(self) -> str | None:
+        return self._url
+
+    @property
+    def model(self) -> str:
+        from .runtime import chosen_model
+
+        return chosen_model()
 
     def url_for(self, notebook: Path) -> str | None:
         """The server's URL if ``notebook`` (its published version) calls ``connect()``."""
@@ -57,15 +77,45 @@ class ModelServer:
             return None
         if self._url is None:
             from .client import resolve_host
-            from .runtime import EmbeddedServer, answers, chosen_model, has_model
+            from .runtime import answers, has_model
 
             host = resolve_host()
-            if not config.embedded_only() and answers(host) and has_model(host, chosen_model()):
+            if self._start is None and not config.embedded_only() and answers(host) and has_model(host, self.model):
                 self._url = host
             else:
-                self._server = EmbeddedServer()
-                self._url = self._server.url
+                self._launch()
         return self._url
+
+    def _launch(self) -> None:
+        from .runtime import EmbeddedServer
+
+        self._server = self._start() if self._start is not None else EmbeddedServer()
+        self._url = self._server.url
+
+    def healthy(self) -> bool:
+        """Whether the server answers (a server not started yet counts as healthy)."""
+        from .runtime import answers
+
+        if self._url is None:
+            return True
+        for _ in range(3):  # a busy server can miss one short request
+            if answers(self._url):
+                return True
+            time.sleep(1)
+        return False
+
+    def check(self, when: str) -> str:
+        """Start the server again if it stopped answering; say so (empty: it answers)."""
+        if self.healthy():
+            return ""
+        dead = self._url
+        if self._server is not None:
+            self._server.stop()
+        self._launch()
+        if when == "before":
+            return f"the model server ({dead}) was not answering before this submission: a new one ran it"
+        return (f"the model server ({dead}) stopped answering during this submission (its model answers may be "
+                "missing here); a new one was started for the next submission")
 
     def close(self) -> None:
         if self._server is not None:
@@ -73,42 +123,102 @@ class ModelServer:
 
 
 def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url: str | None = None,
-                progress: bool = True) -> list[dict[str, str]]:
+                progress: bool = True, *, sandbox: Sandbox | bool = True, notebook_timeout: float = 1800,
+                grace: float = 10.0, server: ModelServer | None = None) -> list[dict[str, str]]:
     """Grade every ``*.ipynb`` in every learner folder of ``class_dir``; write ``out/grades.csv``
-    (row by row, as each submission finishes) and ``out/summary.md``; return the rows."""
+    (row by row, as each submission finishes) and ``out/summary.md``; return the rows.
+
+    ``sandbox``: True finds the strongest sandbox here (``Sandbox.detect()``, which raises
+    ``SandboxUnavailable`` if there is none), False runs learners' code as you, unsandboxed.
+    """
+    from .sandbox import Sandbox
+
+    box = Sandbox.detect() if sandbox is True else sandbox or None
+    mode = box.describe() if box else "no sandbox: the learners' code ran as you, with your files and environment."
+    if progress:
+        print(f"Sandbox: {mode}", file=sys.stderr, flush=True)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, str]] = []
-    server = ModelServer(model_url)
+    server = server or ModelServer(model_url)
     try:
         with open(out / "grades.csv", "w", newline="") as file:
-            writer = csv.DictWriter(file, FIELDS)
+            writer = csv.DictWriter(file, FIELDS, quoting=csv.QUOTE_ALL)
             writer.writeheader()
-            for learner in sorted(path for path in class_dir.iterdir() if path.is_dir()):
-                for notebook in sorted(learner.glob("*.ipynb")):
-                    started = time.monotonic()
-                    try:
-                        results = grade_copy(notebook, server.url_for(notebook), cell_timeout)
-                    except Exception as problem:  # whatever it is, it is this submission's row, not the batch's end
-                        results = [Result(notebook.name, None, "", "error", f"{type(problem).__name__}: {problem}")]
-                    for result in results:
-                        row = {"learner": learner.name, "notebook": notebook.name,
-                               "exercise": "" if result.exercise is None else str(result.exercise),
-                               "status": result.status, "message": result.message}
-                        writer.writerow(row)
-                        rows.append(row)
-                    file.flush()
-                    if progress:
-                        passed = sum(result.status == "passed" for result in results)
-                        print(f"{learner.name}/{notebook.name}: {passed} of {len(results)} passed "
-                              f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            for learner, notebook, results in _submissions(class_dir, server, box, cell_timeout, notebook_timeout,
+                                                           grace, progress):
+                for result in results:
+                    row = {"learner": learner, "notebook": notebook,
+                           "exercise": "" if result.exercise is None else str(result.exercise),
+                           "status": result.status, "message": result.message, "note": result.note}
+                    writer.writerow({key: cell_text(value) for key, value in row.items()})
+                    rows.append(row)
+                file.flush()
     finally:
         server.close()
-    (out / "summary.md").write_text(summary(rows))
+    (out / "summary.md").write_text(summary(rows, mode))
     return rows
 
 
-def summary(rows: list[dict[str, str]]) -> str:
-    """Markdown: learners × notebooks with exercises passed, then each exercise's pass rate."""
+def _submissions(class_dir: Path, server: ModelServer, box: Sandbox | None, cell_timeout: float,
+                 notebook_timeout: float, grace: float, progress: bool) -> Any:
+    """``(learner, notebook, results)`` for every submission, graded one after another."""
+    for learner in sorted(class_dir.iterdir()):
+        if learner.is_symlink() or not learner.is_dir():
+            if learner.is_symlink():
+                yield learner.name, "", [Result("", None, "", "error", "the learner's folder is a link: not graded")]
+            continue
+        for notebook in sorted(learner.glob("*.ipynb")):
+            started = time.monotonic()
+            before = server.check("before")
+            try:
+                results = grade(notebook, model_url=server.url_for(notebook), cell_timeout=cell_timeout,
+                                sandbox=box, notebook_timeout=notebook_timeout, grace=grace, model=server.model)
+            except Exception as problem:  # whatever it is, it is this submission's row, not the batch's end
+                results = [Result(notebook.name, None, "", "error", f"{type(problem).__name__}: {problem}"[:500])]
+            after = server.check("after")
+            for result in results:
+                result.note = "; ".join(note for note in (result.note, before, after) if note)
+            if progress:
+                passed = sum(result.status == "passed" for result in results)
+                print(printable(f"{learner.name}/{notebook.name}: {passed} of {len(results)} passed "
+                                f"({time.monotonic() - started:.0f} s)"), file=sys.stderr, flush=True)
+            yield learner.name, notebook.name, results
+
+
+# --------------------------------------------------------------------------------------
+# A learner's text in the reports: never a formula, never Markdown.
+# --------------------------------------------------------------------------------------
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters (a terminal escape in a folder name stays text)."""
+    return CONTROL.sub("?", text)
+
+
+def cell_text(text: str) -> str:
+    """A CSV field a spreadsheet shows as text (OWASP's CSV injection advice): a field that
+    starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'``
+    (the csv writer quotes every field and doubles quotes)."""
+    text = CONTROL.sub("?", text.replace("\r\n", "\n"))  # a carriage return becomes ?; tabs and newlines stay
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&:\"'$])")
+
+
+def md(text: str, limit: int = 200) -> str:
+    """``text`` as literal text in a Markdown table or list: one line, every character that
+    Markdown or HTML could read escaped, at most ``limit`` characters."""
+    line = " ".join(printable(text).split())
+    line = line if len(line) <= limit else line[: limit - 1] + "…"
+    return MARKDOWN.sub(r"\\\1", line)
+
+
+def summary(rows: list[dict[str, str]], mode: str = "") -> str:
+    """Markdown: which sandbox ran, learners × notebooks with exercises passed, each exercise's
+    pass rate, then the notes (code to read, restarts). Every learner's text is escaped."""
     learners = sorted({row["learner"] for row in rows})
     notebooks = sorted({row["notebook"] for row in rows if (PUBLISHED / row["notebook"]).exists()})
     cell: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
@@ -123,15 +233,16 @@ def summary(rows: list[dict[str, str]]) -> str:
         return f"{sum(row['status'] == 'passed' for row in found)}/{len(found)}"
 
     short = [name.split("_")[0] for name in notebooks]
-    lines = ["# Grades", "", "Exercises passed per learner and notebook (– no submission; error: not gradable).", "",
-             "| learner | " + " | ".join(short) + " |", "| --- |" + " --- |" * len(notebooks)]
-    lines += [f"| {learner} | " + " | ".join(count(cell[learner, nb]) for nb in notebooks) + " |"
+    lines = ["# Grades", ""] + ([f"Sandbox: {md(mode, 2000)}", ""] if mode else []) + \
+        ["Exercises passed per learner and notebook (– no submission; error: not gradable).", "",
+         "| learner | " + " | ".join(short) + " |", "| --- |" + " --- |" * len(notebooks)]
+    lines += [f"| {md(learner)} | " + " | ".join(count(cell[learner, nb]) for nb in notebooks) + " |"
               for learner in learners]
-    broken = {(row["learner"], row["notebook"]): row["message"].splitlines()[0] for row in rows
+    broken = {(row["learner"], row["notebook"]): (row["message"].splitlines() or [""])[0] for row in rows
               if row["status"] == "error" and (row["exercise"] == "" or row["message"].startswith("the setup"))}
     if broken:
         lines += ["", "Not graded:", ""]
-        lines += [f"- {learner}/{name}: {why}" for (learner, name), why in sorted(broken.items())]
+        lines += [f"- {md(learner)}/{md(name)}: {md(why)}" for (learner, name), why in sorted(broken.items())]
     lines += ["", "Pass rate per exercise, among the learners who submitted the notebook.", "",
               "| notebook | exercise | passed | failed | not attempted | error |",
               "| --- | --- | --- | --- | --- | --- |"]
@@ -147,6 +258,11 @@ def summary(rows: list[dict[str, str]]) -> str:
             lines.append(f"| {notebook.split('_')[0]} | {number} · {titles.get((notebook, number), '')} | "
                          f"{tally['passed']} of {submitted} ({rate:.0%}) | {tally['failed']} | "
                          f"{tally['not attempted']} | {errors} |")
+    notes = {(row["learner"], row["notebook"], row["exercise"]): row["note"] for row in rows if row.get("note")}
+    if notes:
+        lines += ["", "Notes: code to read by hand, kernels and model servers restarted.", ""]
+        lines += [f"- {md(learner)}/{md(name)}" + (f" exercise {exercise}" if exercise else "") + f": {md(note, 400)}"
+                  for (learner, name, exercise), note in sorted(notes.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -192,9 +308,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class", dest="class_dir", type=Path, help="a folder with one subfolder per learner")
     parser.add_argument("--out", type=Path, default=Path("grades"), help="where grades.csv and summary.md go")
     parser.add_argument("--timeout", type=float, default=300, help="seconds a cell may run (default 300)")
+    parser.add_argument("--notebook-timeout", type=float, default=1800,
+                        help="with --class: seconds a whole notebook may run (default 1800)")
+    parser.add_argument("--grace", type=float, default=10,
+                        help="with --class: seconds a stopped cell has to answer the interrupt before its kernel "
+                             "is killed (default 10)")
+    parser.add_argument("--sandbox-uid", type=int, help="with --class, as root: the user the kernels run as "
+                        "(default: the first uid from 64999 down with no account)")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="with --class: run the learners' code as you, unsandboxed (only for code you trust)")
     args = parser.parse_args(argv)
     if args.class_dir:
-        rows = grade_class(args.class_dir, args.out, args.timeout)
+        from .sandbox import Sandbox, SandboxUnavailable
+
+        try:
+            box: Sandbox | bool = False if args.no_sandbox else Sandbox.detect(uid=args.sandbox_uid)
+        except SandboxUnavailable as problem:
+            print(f"{problem}\nNo submission was run. --no-sandbox runs them as you, without protection.",
+                  file=sys.stderr)
+            return 2
+        rows = grade_class(args.class_dir, args.out, args.timeout, sandbox=box, notebook_timeout=args.notebook_timeout,
+                           grace=args.grace)
         print(f"wrote {args.out / 'grades.csv'} ({len(rows)} rows) and {args.out / 'summary.md'}")
         return 0  # the batch ran; how each learner did is in the files
     if args.verbose:

@@ -1,127 +1,75 @@
-"""Friendly checks for the exercises, and the grading of a whole exercise notebook.
-
-A check that fails raises ``CheckFailed`` (an ``AssertionError``, so nbval marks the
-cell as failed) with a message meant for a learner, not a stack-trace reader::
-
-    check_equal(tokens_per_second(sample), 25.0, "eval_duration is in nanoseconds")
+"""The grading of an exercise notebook: which exercises pass, fail, or were not attempted.
 
 ``report("01_the_wire.ipynb")`` grades a saved notebook, one line per exercise, as
 ``python3 course.py grade`` does; ``grade`` returns the same as ``Result`` objects
-(``course_lib.gradebook`` grades a whole class with it).
+(``course_lib.gradebook`` grades a whole class with it, each submission in a sandbox from
+``course_lib.sandbox``). The checks that check cells call (``check``, ``check_equal``,
+``check_close``, ``uses_reference``) are in ``course_lib.checks`` and imported from here.
 """
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import hashlib
+import hmac
+import json
 import logging
 import os
 import re
-import shutil
+import secrets
+import stat
 import subprocess
-import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .checks import CheckFailed as CheckFailed
+from .checks import check as check
+from .checks import check_close as check_close
+from .checks import check_equal as check_equal
+from .checks import uses_reference as uses_reference
 
-class CheckFailed(AssertionError):
-    """An exercise check did not pass; the message says what was expected and gives a hint."""
-
-
-def check(condition: bool, what: str, hint: str = "") -> None:
-    """Pass when ``condition`` is true; ``what`` says what is being checked."""
-    if not condition:
-        raise CheckFailed(f"✘ {what}" + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✔ {what}")
-
-
-def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
-    """Pass when ``actual == expected``; on failure show both."""
-    if actual != expected:
-        raise CheckFailed(f"✘ {what}\n  expected: {expected!r}\n  got:      {actual!r}"
-                          + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✔ {what}")
-
-
-def check_close(actual: float, expected: float, what: str, hint: str = "", rel: float = 1e-6) -> None:
-    """Pass when ``actual`` is within ``rel`` (relative) of ``expected``."""
-    close = isinstance(actual, (int, float)) and abs(actual - expected) <= rel * max(abs(expected), 1e-12)
-    if not close:
-        raise CheckFailed(f"✘ {what}\n  expected about: {expected!r}\n  got:          {actual!r}"
-                          + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✔ {what}")
-
-
-def uses_reference(call: Callable[[], Any], *references: Callable[..., Any]) -> list[str]:
-    """Run ``call()`` and return the names of the course's ``references`` that it reached.
-
-    An exercise that asks a learner to write what the course also ships (lesson 8's
-    ``wilson_interval``, lesson 10's adapter methods) checks that the answer does not simply
-    call the shipped one. While ``call()`` runs, every place that holds a reference (the
-    ``course_lib`` modules, their classes, and the globals of ``call``: the notebook's) holds
-    a recording stand-in that still does the real work, so nothing else changes::
-
-        check(not uses_reference(lambda: wilson(5, 10), wilson_interval), "your own computation")
-    """
-    import functools
-    import sys
-
-    reached: list[str] = []
-
-    def stand_in(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def recording(*args: Any, **kwargs: Any) -> Any:
-            reached.append(original.__qualname__)
-            return original(*args, **kwargs)
-        return recording
-
-    owners: list[Any] = [getattr(call, "__globals__", {})]  # dicts, or classes (set with setattr)
-    for name, module in list(sys.modules.items()):
-        if name == "course_lib" or name.startswith("course_lib."):
-            owners.append(vars(module))
-            owners += [value for value in vars(module).values() if isinstance(value, type) and value.__module__ == name]
-    owners += [value for value in owners[0].values() if isinstance(value, type)]  # the notebook's own classes
-    swapped: list[tuple[Any, str, Any]] = []  # (owner, key, original), to put back
-    stand_ins = [(reference, stand_in(reference)) for reference in references]
-    try:
-        for owner in owners:
-            items = owner.items() if isinstance(owner, dict) else vars(owner).items()
-            for key, value in list(items):
-                replacement = next((new for reference, new in stand_ins if value is reference), None)
-                if replacement is not None:
-                    swapped.append((owner, key, value))
-                    _assign(owner, key, replacement)
-        call()
-    finally:
-        for owner, key, value in reversed(swapped):
-            _assign(owner, key, value)
-    return sorted(set(reached))
-
-
-def _assign(owner: Any, key: str, value: Any) -> None:
-    if isinstance(owner, dict):
-        owner[key] = value
-    else:
-        setattr(owner, key, value)
-
+if TYPE_CHECKING:
+    from .sandbox import Sandbox
 
 # --------------------------------------------------------------------------------------
 # Grading a whole notebook: which exercises pass, which fail, which were not attempted.
 #
 # A notebook is executed top to bottom in a fresh kernel (nbclient, errors allowed, a time
-# limit per cell), then each exercise is judged from the error outputs of its own cells:
+# limit per cell and per notebook), then each exercise is judged from its own cells:
 #
-#   no error in the exercise's cells                       -> passed
-#   the stub's NotImplementedError (the solution is absent) -> not attempted
-#   CheckFailed from a check                                -> failed, with the check's message
-#   any other error                                         -> failed, with its type and text
-#   a cell stopped at the time limit, a dead kernel         -> error
+#   no error in the exercise's cells, every check passed      -> passed
+#   the stub's NotImplementedError (the solution is absent)   -> not attempted
+#   CheckFailed from a check                                  -> failed, with the check's message
+#   any other error                                           -> failed, with its type and text
+#   a cell stopped at a time limit, a dead kernel, no result  -> error
 #
 # Which cells belong to which exercise comes from the published notebook (exercises/):
 # the cells after a "## Exercise N · Title" heading, up to the next one, are exercise N;
 # the cells before the first heading are the setup. Notebook 11 has "## Step N" headings
 # instead: its steps build one thing, so together they are one exercise.
+#
+# Checks a learner cannot reach. The learner's cells run in the kernel before the checks,
+# so they could rebind `check`, patch `course_lib.grading` or `sys.modules`, swallow
+# errors, or print a fake "passed". So the grade reads neither the kernel's `check` nor
+# what a cell printed:
+#
+# - before any learner cell, a hidden first cell (PREAMBLE) compiles a fresh copy of
+#   course_lib/checks.py from the grader's own text, keeps the builtins as they are then,
+#   and keeps a random key the grader made for this kernel;
+# - each published check cell runs as a call into that copy: the check's source runs in
+#   the notebook's namespace with the fresh checks and builtins in place of the learner's,
+#   and its outcome (passed, CheckFailed, another exception) is published as a display
+#   output signed with the key (HMAC) and bound to a nonce of that cell alone;
+# - the grader reads only that signed outcome; a check cell without one is an error.
+#
+# What this does not stop: code written against this harness in particular, which digs the
+# key out of the preamble's closure (gc, frames, ctypes). `review_notes` flags code that
+# reaches into the interpreter like that, for the instructor to read.
 # --------------------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,10 +130,12 @@ class Result:
     title: str
     status: str
     message: str = ""
+    note: str = ""  # for the instructor: code to read by hand, what happened around the run
 
     @property
     def label(self) -> str:
         return f"Exercise {self.exercise} · {self.title}" if self.exercise is not None else self.notebook
+
 
 
 def submission(learner: Any, published: Any) -> Any:
@@ -217,124 +167,502 @@ def submission(learner: Any, published: Any) -> Any:
     return graded
 
 
-def execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[str, str] | None = None) -> None:
-    """Run every code cell in a fresh kernel whose working folder is ``folder``.
+# --------------------------------------------------------------------------------------
+# The harness: a fresh copy of the checks in the kernel, and signed outcomes.
+# --------------------------------------------------------------------------------------
 
-    Errors do not stop the run (each exercise is judged on its own), but the checks of an
-    exercise whose own code cell raised the stub's error are skipped. A cell that runs
-    longer than ``cell_timeout`` seconds is interrupted and marked ``metadata.timed_out``;
-    if the kernel dies, the cells after it stay unexecuted.
-    """
+VERDICT = "application/vnd.course-grading.verdict+json"  # the display output that carries a check's outcome
+CHECK_NAMES = ("CheckFailed", "check", "check_equal", "check_close", "uses_reference")
+TEXT_LIMIT = 2000  # characters of an error's text kept for a row
+OUTPUT_LIMIT = 2_000_000  # characters of output kept per cell (the rest is dropped, not held in memory)
+
+PREAMBLE = """\
+def _course_grading_install(key, checks_source, name, limit):
+    import builtins, hashlib, hmac, json, sys, types
+    from IPython import get_ipython
+    from IPython.display import publish_display_data
+
+    kept = dict(vars(builtins))
+    checks = {"__name__": "course_lib.checks", "__builtins__": kept}
+    exec(compile(checks_source, "course_lib/checks.py", "exec"), checks)
+    fresh = {name_: checks[name_] for name_ in %(names)r}
+    failed, user_ns, absent = checks["CheckFailed"], get_ipython().user_ns, object()
+    run_code, make_code, kind_of, text_type = exec, compile, type, str
+    dumps, sign, sha256, publish = json.dumps, hmac.new, hashlib.sha256, publish_display_data
+
+    def text(value):
+        try:
+            shown = text_type(value)
+            shown = text_type.__str__(shown) if isinstance(shown, text_type) else None
+        except BaseException:
+            shown = None
+        return "(its text could not be read)" if shown is None else shown[:limit]
+
+    def run(nonce, source):
+        saved = {name_: user_ns.get(name_, absent) for name_ in (*fresh, "__builtins__")}
+        user_ns.update(fresh)
+        user_ns["__builtins__"] = kept
+        try:
+            run_code(make_code(source, "<published check>", "exec"), user_ns)
+            outcome = ["passed", "", ""]
+        except failed as problem:
+            outcome = ["failed", "CheckFailed", text(problem)]
+        except BaseException as problem:
+            outcome = ["raised", text(kind_of(problem).__name__), text(problem)]
+        finally:
+            for name_, value in saved.items():
+                if value is absent:
+                    user_ns.pop(name_, None)
+                else:
+                    user_ns[name_] = value
+        body = dumps([nonce, *outcome])
+        publish({%(mime)r: {"outcome": body, "mac": sign(key, body.encode(), sha256).hexdigest()}})
+
+    sys.modules[name] = types.SimpleNamespace(run=run)
+
+
+_course_grading_install(%(key)r, %(source)r, %(module)r, %(limit)d)
+del _course_grading_install
+"""
+
+
+def preamble(key: bytes, module: str) -> str:
+    """The hidden first cell of a graded kernel (see the comment above)."""
+    source = (Path(__file__).parent / "checks.py").read_text()
+    return PREAMBLE % {"names": CHECK_NAMES, "mime": VERDICT, "key": key, "source": source, "module": module,
+                       "limit": TEXT_LIMIT}
+
+
+def harness(check_source: str, nonce: str, module: str) -> str:
+    """What the kernel runs for a published check cell: the check, through the preamble's copy."""
+    call = f"__import__('sys').modules[{module!r}].run({nonce!r}, {check_source!r})"
+    return f"# the published check, run by the grader\n{call}\n"
+
+
+def outcome_of(cell: Any) -> tuple[str, str, str] | None:
+    """``(status, ename, evalue)`` of a check cell, from its one signed outcome (None: none, or several)."""
+    tag = cell.metadata.get("grading", {})
+    if "key" not in tag:
+        return None
+    key, found = bytes.fromhex(tag["key"]), []
+    for output in cell.get("outputs", []):
+        record = output.get("data", {}).get(VERDICT) if output.output_type == "display_data" else None
+        if not isinstance(record, dict) or not isinstance(record.get("outcome"), str) \
+                or not isinstance(record.get("mac"), str):
+            continue
+        expected = hmac.new(key, record["outcome"].encode(), hashlib.sha256).hexdigest()
+        if hmac.compare_digest(expected, record["mac"]):
+            fields = json.loads(record["outcome"])
+            if fields[0] == tag["nonce"]:
+                found.append((str(fields[1]), str(fields[2]), str(fields[3])))
+    return found[0] if len(found) == 1 else None
+
+
+# --------------------------------------------------------------------------------------
+# Running a notebook: every cell has a deadline, and so has the notebook.
+# --------------------------------------------------------------------------------------
+
+def _client_class() -> Any:
+    """nbclient's ``NotebookClient``, keeping at most ``OUTPUT_LIMIT`` characters per cell."""
+    import nbformat
     from nbclient import NotebookClient
+
+    class Client(NotebookClient):
+        spent = 0
+
+        def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
+            content = msg.get("content", {})
+            if msg["msg_type"] == "display_data" and VERDICT in content.get("data", {}):
+                return super().output(outs, msg, display_id, cell_index)
+            before, self.spent = self.spent, self.spent + len(json.dumps(content, default=str))
+            if self.spent > OUTPUT_LIMIT and msg["msg_type"] != "error":
+                if before <= OUTPUT_LIMIT:
+                    outs.append(nbformat.v4.new_output("stream", name="stderr", text="[grading: output cut here]\n"))
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+
+    return Client
+
+
+async def _run_cell(client: Any, cell: Any, budget: float, grace: float) -> str:
+    """Run one cell: ``done``, ``interrupted`` (stopped at ``budget``, it answered the interrupt),
+    ``killed`` (it did not, ``grace`` seconds later: the kernel and its processes were killed),
+    or ``died`` (the kernel ended by itself)."""
     from nbclient.exceptions import DeadKernelError
 
+    client.spent = 0
+    task = asyncio.ensure_future(client.async_execute_cell(cell, 0))
+    done, _ = await asyncio.wait({task}, timeout=max(budget, 0.1))
+    stopped = not done
+    if stopped:
+        try:
+            await client.km.interrupt_kernel()
+        except Exception:  # a kernel that is gone cannot be interrupted; the wait below sees it
+            pass
+        done, _ = await asyncio.wait({task}, timeout=grace)
+    if done:
+        try:
+            task.result()
+        except DeadKernelError:
+            return "died"
+        return "interrupted" if stopped else "done"
+    try:
+        await asyncio.wait_for(client.km.shutdown_kernel(now=True), timeout=30)
+    except Exception:  # the kernel may be gone already; whatever is left, its process group goes
+        pgid = getattr(getattr(client.km, "provisioner", None), "pgid", None)
+        if pgid:
+            try:
+                os.killpg(pgid, 9)
+            except OSError:
+                pass
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return "killed"
+
+
+def _not_run(cells: list[Any], reason: str) -> None:
+    for cell in cells:
+        cell.metadata.setdefault("not_run", reason)
+
+
+async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[str, str] | None,
+                   notebook_timeout: float | None, grace: float, manager: Callable[[], Any] | None) -> list[str]:
+    import nbformat
+
+    client_class = _client_class()
     quiet = logging.getLogger("course_lib.grading.nbclient")  # a timeout is reported per exercise, not logged
     quiet.setLevel(logging.CRITICAL)
-    client = NotebookClient(notebook, timeout=int(cell_timeout), interrupt_on_timeout=True, allow_errors=True,
-                            kernel_name="python3", resources={"metadata": {"path": str(folder)}}, log=quiet)
+    deadline = time.monotonic() + (notebook_timeout if notebook_timeout is not None else float("inf"))
+    cells, notes, starts, index = notebook.cells, [], 0, 0
+    setup = [cell for cell in cells if cell.metadata["grading"]["section"] == 0]
     not_attempted: set[int] = set()  # sections whose own code raised the stub's error
-    with client.setup_kernel(env=env, stderr=subprocess.DEVNULL):  # not the kernel's own warnings
-        for index, cell in enumerate(notebook.cells):
-            tag = cell.metadata["grading"]
-            if tag["check"] and tag["section"] in not_attempted:
-                continue  # its checks could only fail, and some would spend minutes on the model first
-            started = time.monotonic()
-            try:
-                client.execute_cell(cell, index)
-            except DeadKernelError:
-                cell.metadata["kernel_died"] = True
-                return
-            if time.monotonic() - started >= cell_timeout:
-                cell.metadata["timed_out"] = True
-            if error_of(cell) == ("NotImplementedError", STUB_MESSAGE):
-                not_attempted.add(tag["section"])
+    while index < len(cells):
+        starts += 1
+        holder = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])  # cells run as its cell 0
+        client = client_class(holder, km=manager() if manager else None, timeout=None, allow_errors=True,
+                              kernel_name="python3", resources={"metadata": {"path": str(folder)}}, log=quiet,
+                              shutdown_kernel="immediate", startup_timeout=120)
+        key, module = secrets.token_bytes(32), f"_course_grading_{secrets.token_hex(6)}"
+        try:
+            async with client.async_setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+                first = nbformat.v4.new_code_cell(preamble(key, module))
+                if await _run_cell(client, first, 60, grace) != "done" or error_of(first):
+                    notes.append(f"the grader's first cell failed in this kernel: {error_of(first)}")
+                if starts > 1:  # a new kernel after a killed one: the setup again, then the next exercise
+                    for cell in setup:
+                        again = nbformat.v4.new_code_cell(cell.source)
+                        if await _run_cell(client, again, cell_timeout, grace) != "done" or error_of(again):
+                            _not_run(cells[index:], "the kernel was restarted and the setup failed there: "
+                                     + "{}: {}".format(*(error_of(again) or ("stopped", "it did not finish"))))
+                            return notes
+                while index < len(cells):
+                    cell, tag = cells[index], cells[index].metadata["grading"]
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        _not_run(cells[index:], f"the notebook ran longer than {notebook_timeout:.0f} s in all "
+                                 "and was stopped before this exercise")
+                        return notes
+                    if tag["check"] and tag["section"] in not_attempted:
+                        index += 1
+                        continue  # its checks could only fail, and some would spend minutes on the model first
+                    runnable = cell
+                    if tag["check"]:
+                        tag.update(nonce=secrets.token_hex(8), key=key.hex())
+                        runnable = nbformat.v4.new_code_cell(harness(cell.source, tag["nonce"], module))
+                    by_notebook = left < cell_timeout
+                    outcome = await _run_cell(client, runnable, min(cell_timeout, left), grace)
+                    if runnable is not cell:
+                        cell.outputs, cell.execution_count = runnable.outputs, runnable.execution_count
+                    index += 1
+                    if outcome != "done":
+                        cell.metadata["stopped"] = {"how": outcome, "by": "notebook" if by_notebook else "cell"}
+                    if not tag["check"] and error_of(cell) == ("NotImplementedError", STUB_MESSAGE):
+                        not_attempted.add(tag["section"])
+                    if outcome != "done" and by_notebook:
+                        _not_run(cells[index:], f"the notebook ran longer than {notebook_timeout:.0f} s in all "
+                                 "and was stopped before this exercise")
+                        return notes
+                    if outcome in ("killed", "died"):
+                        if tag["section"] == 0:
+                            return notes  # no setup, nothing else can run
+                        while index < len(cells) and cells[index].metadata["grading"]["section"] == tag["section"]:
+                            index += 1
+                        if index < len(cells):
+                            notes.append(f"the kernel was {'killed' if outcome == 'killed' else 'lost'} in "
+                                         f"exercise {tag['section']}; a new kernel ran the setup again for the rest")
+                        break
+        except Exception as problem:  # the kernel did not start (or its client could not connect)
+            _not_run(cells[index:], f"the kernel did not start: {type(problem).__name__}: {problem}"[:500])
+            return notes
+    return notes
+
+
+def execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[str, str] | None = None, *,
+            notebook_timeout: float | None = None, grace: float = 10.0,
+            manager: Callable[[], Any] | None = None) -> list[str]:
+    """Run every code cell of a ``submission`` notebook in a fresh kernel whose working folder
+    is ``folder``; return notes on what happened besides the cells' own outputs.
+
+    Errors do not stop the run (each exercise is judged on its own), but the checks of an
+    exercise whose own code cell raised the stub's error are skipped. A cell that runs longer
+    than ``cell_timeout`` seconds (or past the notebook's ``notebook_timeout``) is
+    interrupted; if it is still running ``grace`` seconds later (it ignores SIGINT, or is
+    stuck in C code such as a regular expression), its kernel and every process the kernel
+    started are killed, and a new kernel runs the setup again and goes on with the next
+    exercise. The cell is marked ``metadata.stopped``. ``manager`` makes the kernel manager of
+    each kernel (``course_lib.sandbox``'s, for a class).
+    """
+    result: dict[str, Any] = {}
+
+    def run() -> None:  # in a thread of its own, with an event loop of its own (JupyterLab has one running)
+        try:
+            result["notes"] = asyncio.run(_execute(notebook, folder, cell_timeout, env, notebook_timeout, grace,
+                                                   manager))
+        except BaseException as problem:  # handed to the caller below
+            result["error"] = problem
+
+    worker = threading.Thread(target=run, name="grading", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in result:
+        raise result["error"]
+    return list(result["notes"])
 
 
 def error_of(cell: Any) -> tuple[str, str] | None:
     """``(ename, evalue)`` of the cell's error output, if it raised."""
     for output in cell.get("outputs", []):
         if output.output_type == "error":
-            return output.ename, output.evalue
+            return str(output.ename)[:TEXT_LIMIT], str(output.evalue)[:TEXT_LIMIT]
     return None
 
 
-def judge(graded: Any, published: Any, name: str, cell_timeout: float) -> list[Result]:
+# --------------------------------------------------------------------------------------
+# Judging the executed notebook.
+# --------------------------------------------------------------------------------------
+
+def judge(graded: Any, published: Any, name: str, cell_timeout: float,
+          notebook_timeout: float | None = None) -> list[Result]:
     """Read each exercise's status from an executed ``submission`` notebook."""
     parts = sections(published)[1:]
     by_section: dict[int, list[Any]] = {}
     for cell in graded.cells:
         by_section.setdefault(cell.metadata["grading"]["section"], []).append(cell)
-    setup_failure = next((error_of(cell) for cell in by_section.get(0, []) if error_of(cell)), None)
+    setup_failure = None
+    for cell in by_section.get(0, []):
+        failure = error_of(cell)
+        if failure or cell.metadata.get("stopped") or cell.metadata.get("not_run"):
+            setup_failure = "{}: {}".format(*failure) if failure else verdict([cell], cell_timeout, notebook_timeout)[1]
+            break
     results = []
     for part in parts:
-        cells = by_section.get(part.number, [])
-        status, message = verdict(cells, cell_timeout)
+        status, message = verdict(by_section.get(part.number, []), cell_timeout, notebook_timeout)
         if setup_failure:
-            status, message = "error", "the setup cell failed: {}: {}".format(*setup_failure)
+            status, message = "error", f"the setup cell failed: {setup_failure}"
         results.append(Result(name, part.number, part.title, status, message))
     return results
 
 
-def verdict(cells: list[Any], cell_timeout: float) -> tuple[str, str]:
+def stop_message(stopped: dict[str, str], cell_timeout: float, notebook_timeout: float | None) -> str:
+    """Why a cell was stopped, for a row."""
+    if stopped["how"] == "died":
+        return "the kernel died in this cell (it ran out of memory, crashed, or exited)"
+    if stopped["by"] == "notebook":
+        message = f"the notebook ran longer than {notebook_timeout or 0:.0f} s in all and was stopped in this cell"
+    else:
+        message = f"a cell ran longer than {cell_timeout:.0f} s and was stopped (an endless loop?)"
+    if stopped["how"] == "killed":
+        message += "; it did not answer the interrupt, so its kernel was killed"
+    return message
+
+
+def verdict(cells: list[Any], cell_timeout: float, notebook_timeout: float | None = None) -> tuple[str, str]:
     """The status and message of one exercise, from the first of its cells that went wrong."""
     several_checks = sum(cell.metadata["grading"]["check"] for cell in cells) > 1
     for cell in cells:
-        if cell.metadata.get("timed_out"):
-            return "error", f"a cell ran longer than {cell_timeout:.0f} s and was stopped (an endless loop?)"
-        if cell.metadata.get("kernel_died") or cell.get("execution_count") is None:
+        label = cell.source.splitlines()[0].removeprefix("# CHECK").split(":")[0].strip() if cell.source else ""
+        where = f"({label}) " if several_checks and cell.metadata["grading"]["check"] else ""
+        if cell.metadata.get("stopped"):
+            return "error", stop_message(cell.metadata["stopped"], cell_timeout, notebook_timeout)
+        if cell.metadata.get("not_run"):
+            return "error", cell.metadata["not_run"]
+        if cell.get("execution_count") is None:
             return "error", "the kernel died (or stopped) before this exercise's cells ran"
+        if cell.metadata["grading"]["check"]:
+            outcome = outcome_of(cell)
+            if outcome is None:
+                return "error", (f"{where}the check gave no result the grader could verify: something in the "
+                                 "notebook suppressed or replaced it")
+            status, ename, evalue = outcome
+            if status == "passed":
+                continue
+            if ename == "NotImplementedError" and evalue == STUB_MESSAGE:
+                return "not attempted", ""
+            return "failed", where + (evalue if status == "failed" else f"{ename}: {evalue}")
         failure = error_of(cell)
         if failure is None:
             continue
         ename, evalue = failure
         if ename == "NotImplementedError" and evalue == STUB_MESSAGE:
             return "not attempted", ""
-        label = cell.source.splitlines()[0].removeprefix("# CHECK").split(":")[0].strip()
-        where = f"({label}) " if several_checks else ""
-        if ename == "CheckFailed":
-            return "failed", where + evalue
-        in_your_code = "" if cell.metadata["grading"]["check"] else " (in your code)"
-        return "failed", f"{where}{ename}: {evalue}{in_your_code}"
+        return "failed", f"{ename}: {evalue} (in your code)"
     if not any(cell.metadata["grading"]["check"] for cell in cells):
         return "error", "this exercise has no check cell"
     return "passed", ""
 
 
+# Code that reaches into the interpreter or the grading: flagged for the instructor, never graded.
+SUSPICIOUS_NAMES = {
+    "sys.modules": "replaces modules (sys.modules)", "builtins": "changes builtins", "__builtins__": "changes builtins",
+    "get_ipython": "changes the kernel (get_ipython)", "ctypes": "uses ctypes", "gc": "walks the garbage collector",
+    "settrace": "traces execution", "setprofile": "traces execution", "_getframe": "reads stack frames",
+    "__closure__": "reads closures", "__code__": "rewrites code objects", "__globals__": "reads globals",
+    "_course_grading": "touches the grader's harness", "course_lib.checks": "touches the checks module",
+    "course_lib.grading": "touches the grading module", "inspect": "uses inspect", "importlib": "uses importlib",
+    "signal": "handles signals", "fork": "forks processes", "kill": "kills processes",
+}
+
+
+def review_notes(cells: list[Any]) -> list[str]:
+    """What in a learner's code cells deserves a look by hand: rebinding the checks, reaching
+    into the interpreter or the grader, signals and processes (sorted, without repeats)."""
+    found: set[str] = set()
+    for cell in cells:
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            bound = []
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound = [target.id if isinstance(target, ast.Name) else
+                         target.attr if isinstance(target, ast.Attribute) else "" for target in targets]
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound = [node.name]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound = [alias.asname or "" for alias in node.names]
+                modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                    [] if {alias.name for alias in node.names} <= {*CHECK_NAMES, "report"} else [node.module or ""]
+                found |= {why for module in modules for name, why in SUSPICIOUS_NAMES.items()
+                          if module == name or module.startswith(name + ".")}
+            if set(bound) & set(CHECK_NAMES):
+                found.add("rebinds a check function")
+            if isinstance(node, ast.Attribute):
+                dotted = _dotted(node)
+                found |= {why for name, why in SUSPICIOUS_NAMES.items() if dotted == name or dotted.endswith("." + name)
+                          or name == node.attr}
+            elif isinstance(node, ast.Name) and node.id in SUSPICIOUS_NAMES and node.id not in ("signal", "kill"):
+                found.add(SUSPICIOUS_NAMES[node.id])
+    return sorted(found)
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+# --------------------------------------------------------------------------------------
+# Grading a file.
+# --------------------------------------------------------------------------------------
+
+NOTEBOOK_SIZE_LIMIT = 16 * 2**20  # bytes: a submission larger than this is not read
+
+
+def copy_notebook(source: Path, target: Path) -> str | None:
+    """Copy a submitted notebook if it is a regular file of at most ``NOTEBOOK_SIZE_LIMIT``
+    bytes (never through a link); else return why not."""
+    try:
+        descriptor = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as problem:
+        return "a link, not a notebook file" if os.path.islink(source) else f"not readable: {problem.strerror}"
+    with os.fdopen(descriptor, "rb") as file:
+        status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            return "not a regular file"
+        if status.st_size > NOTEBOOK_SIZE_LIMIT:
+            return f"larger than {NOTEBOOK_SIZE_LIMIT // 2**20} MiB"
+        target.write_bytes(file.read(NOTEBOOK_SIZE_LIMIT + 1))
+    return None
+
+
 def grade(path: Path, folder: Path | None = None, model_url: str | None = None, cell_timeout: float = 300,
-          published: Path = PUBLISHED) -> list[Result]:
+          published: Path = PUBLISHED, *, sandbox: Sandbox | None = None, notebook_timeout: float | None = None,
+          grace: float = 10.0, model: str | None = None) -> list[Result]:
     """Grade one notebook file: one ``Result`` per exercise, or one ``error`` Result.
 
-    ``folder`` is the kernel's working folder (default: the notebook's own); notebooks
-    read ``../data/...``, so it should sit next to a ``data`` folder. ``model_url`` is a
-    running model server for the kernel's ``connect()``; without one, ``connect()``
-    finds or starts its own.
+    Without ``sandbox`` (a learner grading their own work), the kernel runs in ``folder``
+    (default: the notebook's own; notebooks read ``../data/...``, so it should sit next to a
+    ``data`` folder) with this process's environment. With one (a class), the notebook is
+    copied alone into a scratch folder and its kernel runs locked down there
+    (``course_lib.sandbox``). ``model_url`` is a running model server for the kernel's
+    ``connect()`` (serving ``model``); without one, ``connect()`` finds or starts its own.
     """
-    import nbformat
-
     path = Path(path)
     reference = published / path.name
     if not reference.exists():
         return [Result(path.name, None, "", "error", f"not one of the course's notebooks (no exercises/{path.name})")]
+    if sandbox is None:
+        env = {key: value for key, value in os.environ.items() if key != "JPY_SESSION_NAME"}
+        if model_url:
+            env["OLLAMA_HOST"] = model_url
+            env.pop("COURSE_EMBEDDED", None)
+        return _grade_file(path, path.name, reference, folder or path.parent, env, None, cell_timeout,
+                           notebook_timeout, grace)
+    from .sandbox import port_of, remove
+
+    scratch = sandbox.scratch()
+    try:
+        copy = scratch.folder / path.name
+        refused = copy_notebook(path, copy)
+        if refused:
+            return [Result(path.name, None, "", "error", f"not graded: {refused}")]
+        sandbox.give(copy)
+        env = sandbox.environment(scratch, model_url, model)
+        return _grade_file(copy, path.name, reference, scratch.folder, env,
+                           lambda: sandbox.kernel_manager(scratch, port_of(model_url)), cell_timeout,
+                           notebook_timeout, grace)
+    finally:
+        sandbox.sweep()
+        remove(scratch.root)
+
+
+def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[str, str],
+                manager: Callable[[], Any] | None, cell_timeout: float, notebook_timeout: float | None,
+                grace: float) -> list[Result]:
+    import nbformat
+
     try:
         learner = nbformat.read(path, as_version=4)
+        expected = sections(nbformat.read(reference, as_version=4))
+        mine = sections(learner)
     except Exception as problem:  # invalid JSON, not a notebook, unreadable: nbformat raises many kinds
         message = f"not a readable notebook: {type(problem).__name__}: {problem}"
-        return [Result(path.name, None, "", "error", message[:300])]
-    expected = sections(nbformat.read(reference, as_version=4))
-    if not {part.number for part in sections(learner)[1:]} & {part.number for part in expected[1:]}:
-        return [Result(path.name, None, "", "error",
-                       f"not one of the course's notebooks (none of the exercise headings of {path.name})")]
-    env = {key: value for key, value in os.environ.items() if key != "JPY_SESSION_NAME"}
-    if model_url:
-        env["OLLAMA_HOST"] = model_url
-        env.pop("COURSE_EMBEDDED", None)
+        return [Result(name, None, "", "error", message[:300])]
+    if not {part.number for part in mine[1:]} & {part.number for part in expected[1:]}:
+        return [Result(name, None, "", "error",
+                       f"not one of the course's notebooks (none of the exercise headings of {name})")]
     published_notebook = nbformat.read(reference, as_version=4)
     graded = submission(learner, published_notebook)
     try:
-        execute(graded, folder or path.parent, cell_timeout, env)
+        notes = execute(graded, folder, cell_timeout, env, notebook_timeout=notebook_timeout, grace=grace,
+                        manager=manager)
     except Exception as problem:  # the kernel could not start, for example
-        return [Result(path.name, None, "", "error", f"could not run: {type(problem).__name__}: {problem}"[:300])]
-    return judge(graded, published_notebook, path.name, cell_timeout)
+        return [Result(name, None, "", "error", f"could not run: {type(problem).__name__}: {problem}"[:300])]
+    results = judge(graded, published_notebook, name, cell_timeout, notebook_timeout)
+    own = {part.number: part for part in mine}
+    setup_review = review_notes(own[0].code if 0 in own else [])
+    for result in results:
+        part = own.get(result.exercise or 0)
+        review = sorted(set(setup_review) | set(review_notes([cell for cell in part.code if not is_check(cell)]
+                                                              if part else [])))
+        result.note = "; ".join((["review: " + ", ".join(review)] if review else []) + notes)
+    return results
 
 
 COLOURS = {"passed": "\033[32m", "failed": "\033[31m", "not attempted": "\033[33m", "error": "\033[31m"}
@@ -374,19 +702,3 @@ def report(path: str | Path | None = None, cell_timeout: float = 300) -> list[Re
     results = grade(Path(path), cell_timeout=cell_timeout)
     print(format_report(results))
     return results
-
-
-def copy_of_folder(folder: Path, into: Path) -> Path:
-    """A copy of ``folder`` at ``into/exercises``, with ``into/data`` pointing at the course's
-    data, so that the notebook's ``../data/...`` paths work as they do in the course."""
-    target = into / "exercises"
-    shutil.copytree(folder, target, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    (into / "data").symlink_to(ROOT / "data", target_is_directory=True)
-    return target
-
-
-def grade_copy(path: Path, model_url: str | None = None, cell_timeout: float = 300) -> list[Result]:
-    """``grade`` a submission in a throw-away copy of its folder (what a gradebook does)."""
-    with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
-        folder = copy_of_folder(Path(path).parent, Path(scratch))
-        return grade(folder / Path(path).name, folder, model_url, cell_timeout)

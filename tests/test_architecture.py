@@ -18,7 +18,7 @@ LAYERS = [
     {"experiments"},
     {"security"},
     {"kiosk"},
-    {"grading", "gradebook", "exercises", "refresh"},
+    {"checks", "grading", "gradebook", "sandbox", "exercises", "refresh"},
 ]
 
 
