@@ -55,17 +55,17 @@ def hostile_schema(rng: random.Random, depth: int = 0) -> dict[str, Any]:
 
 def requests_for(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The four ways ``schema`` becomes a grammar, as (path, body)."""
-    options = {"temperature": 0, "num_predict": 8}
+    options = {"temperature": 0, "num_predict": 4}
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object",
                                                                          "properties": {"value": schema}}}}
     return [
         ("/api/chat", {"model": MODEL, "messages": HI, "stream": False, "format": schema, "options": options}),
-        ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": 8, "temperature": 0,
+        ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": 4, "temperature": 0,
                                   "response_format": {"type": "json_schema",
                                                       "json_schema": {"name": "v", "schema": schema}}}),
-        ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": 8, "temperature": 0,
+        ("/v1/chat/completions", {"model": MODEL, "messages": HI, "max_tokens": 4, "temperature": 0,
                                   "tools": [tool], "tool_choice": "required"}),
-        ("/v1/messages", {"model": MODEL, "messages": HI, "max_tokens": 8, "temperature": 0,
+        ("/v1/messages", {"model": MODEL, "messages": HI, "max_tokens": 4, "temperature": 0,
                           "tools": [{"name": "f", "input_schema": tool["function"]["parameters"]}],
                           "tool_choice": {"type": "tool", "name": "f"}}),
     ]
@@ -76,7 +76,7 @@ def test_a_grammar_fuzz_never_kills_or_stalls_the_server(url, server):
     statuses: dict[int, int] = {}
     slowest = 0.0
     with httpx.Client(base_url=url, timeout=120) as client:
-        for _ in range(30):
+        for _ in range(16):
             for path, body in requests_for(hostile_schema(rng)):
                 started = time.perf_counter()
                 reply = client.post(path, json=body)
@@ -85,7 +85,7 @@ def test_a_grammar_fuzz_never_kills_or_stalls_the_server(url, server):
                 statuses[reply.status_code] = statuses.get(reply.status_code, 0) + 1
         assert client.get("/").text == "Ollama is running"
     assert "restarting" not in server.log(10_000), "a fuzzed schema crashed the model's process"
-    assert statuses.get(200, 0) >= 10 and statuses.get(400, 0) >= 10, statuses  # both kinds were exercised
+    assert statuses.get(200, 0) >= 8 and statuses.get(400, 0) >= 8, statuses  # both kinds were exercised
     assert slowest < 60
 
 
