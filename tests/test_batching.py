@@ -117,3 +117,21 @@ def test_an_unexpected_failure_reaches_the_request_and_the_engine_goes_on(engine
 def test_a_context_for_the_models_whole_length_gets_one_sequence_not_one_per_slot(engine):
     assert engine._sequences_for(engine.default_n_ctx) == engine.parallel
     assert engine._sequences_for(engine.max_n_ctx) == 1  # memory as in the one-at-a-time engine
+
+
+def test_a_decoder_whose_safety_net_fails_reports_itself_unhealthy():
+    """If the decoder's own error handling raises, its thread ends and its requests would wait for
+    ever; ``healthy()`` says so, and the supervisor's liveness check then restarts the process."""
+    name, path = resolve_model()
+    broken = BatchedEngine(name, path, n_ctx=512, parallel=1)
+    assert broken.healthy()
+
+    def fail(*_: object) -> None:
+        raise RuntimeError("a bug in the decoder")
+
+    broken._step = fail  # type: ignore[method-assign]
+    broken._fail_all = fail  # type: ignore[method-assign]
+    prompt = broken.render_prompt([{"role": "user", "content": "Hi"}])
+    threading.Thread(target=lambda: list(broken.generate(prompt, GREEDY)), daemon=True).start()
+    broken.decoder.join(timeout=30)
+    assert not broken.healthy()
