@@ -54,7 +54,7 @@ def later(run, name, arguments):
     "https://bakery.example.evil.example", "bakery.example@evil.example/x", "mark@evil.example",
     "http://1249763437/", "https://bakery.example'@1249763437/", "http://10.0.0.1/admin",
     "javascript:alert(document.cookie)", "data:text/html,hi", "ｈｔｔｐｓ：／／evil．example", "evil\u3002example",
-    "https://evil\u200b.example", "https://bakery.example/?next=https://evil.example",
+    "https://evil\u200b.example", "https://bakery.example/?next=https://evil.example", "<a href=//evil.example>x</a>",
 ])
 def test_the_link_filter_catches_every_way_of_writing_a_link(link):
     answer = LinkFilter(("bakery.example",)).filter_answer(context("Hours?"), f"Opens at 8. See {link} now.")
@@ -89,9 +89,21 @@ def test_a_european_amount_is_read_as_written():
     assert rent_request_approves(prompt, 8500.0) and not rent_request_approves(prompt, 8.5)
 
 
-def test_an_amount_that_reads_two_ways_is_approved_in_neither():
-    prompt = "Pay 12 500 euros to DE89 3704 0044 0532 0130 00."  # 12500, or 12 and then 500?
-    assert not any(rent_request_approves(prompt, float(amount)) for amount in (12500, 500, 12))
+@pytest.mark.parametrize("prompt, approved, refused", [
+    ("Pay on 24.12. 850 € to DE89 3704 0044 0532 0130 00.", 850, [24.12, 24, 12]),
+    ("Pay １，２００ euros to DE89 3704 0044 0532 0130 00.", 1200, [1, 200]),  # full-width: NFKC first
+    ("Pay 1'200 CHF to DE89 3704 0044 0532 0130 00.", 1200, [1, 200]),
+    ("Pay 850,- € to DE89 3704 0044 0532 0130 00, ref. 2024-0815.", 850, [2024, 815]),
+])
+def test_amounts_written_in_other_ways_are_read_as_written(prompt, approved, refused):
+    assert rent_request_approves(prompt, float(approved))
+    assert not any(rent_request_approves(prompt, float(amount)) for amount in refused)
+
+
+@pytest.mark.parametrize("prompt", ["Pay 12 500 euros to DE89 3704 0044 0532 0130 00.",  # 12500, or 12 and 500?
+                                    "Pay \u0668\u0665\u0660 euros to DE89 3704 0044 0532 0130 00."])  # Arabic-Indic 850
+def test_an_amount_that_reads_two_ways_is_approved_in_neither(prompt):
+    assert not any(rent_request_approves(prompt, float(amount)) for amount in (12500, 500, 12, 850))
 
 
 @pytest.mark.parametrize("written, value", [("850", "850"), ("8,500", "8500"), ("8.500", "8500"),

@@ -241,9 +241,11 @@ Reviewer = Callable[[RunContext, str, dict[str, Any]], "bool | None"]
 CURRENCY_SIGNS = "".join(sign for sign in map(chr, range(0x10000)) if unicodedata.category(sign) == "Sc")  # $ € ¥ ...
 CURRENCY = (rf"[{re.escape(CURRENCY_SIGNS)}円]"
             r"|(?<![A-Za-z])(?:EUR|USD|GBP|JPY|CHF|euros?|dollars?|pounds?|yen|francs?)(?![A-Za-z])")
-NUMBER = r"[0-9](?:[0-9.,' \u00a0\u202f]*[0-9])?"  # digits, with whatever separates their groups
+MARKS = ".,'\u2019"  # what people put between digit groups (8,500.00 8.500,00 1'000), and a space (8 500)
+SEPARATORS = f"{MARKS} "
+NUMBER = rf"[0-9]+(?:[{SEPARATORS}][0-9]+)*"
 AMOUNT = re.compile(rf"(?:{CURRENCY})\s?(?P<after>{NUMBER})(?![0-9])"
-                    rf"|(?<![0-9.,'/:-])(?P<before>{NUMBER})\s?(?:{CURRENCY})"
+                    rf"|(?<![0-9{MARKS}/:-])(?P<before>{NUMBER})(?:[.,][-\u2013])?\s?(?:{CURRENCY})"
                     rf"|(?<![A-Za-z])(?:pay|transfer|send|wire|refund)\s+(?P<paid>{NUMBER})(?![0-9]|[-/:][0-9])",
                     re.IGNORECASE)
 
@@ -252,34 +254,34 @@ def amounts_named_in(text: str) -> set[Decimal]:
     """The amounts of money written in a text, for comparing with an amount that is about to be paid.
 
     Only numbers that are amounts count ("850 euros", "€8,500", "Pay 850 to ..."): a date,
-    an invoice number or a time is no approval to pay that much. ``ValueError`` if an amount
-    cannot be read one way (``amount_value``): then nobody can say which amount was asked for."""
+    an invoice number or a time is no approval to pay that much. The text is NFKC-normalised
+    first (full-width ８５０ is 850). ``ValueError`` if an amount cannot be read one way
+    (``amount_value``), or if digits of another script are written: then nobody can say which
+    amount was asked for."""
+    text = unicodedata.normalize("NFKC", text)
+    if any(character.isdecimal() and not character.isascii() for character in text):
+        raise ValueError("digits of another script: no amount can be read from them with certainty")
     return {amount_value(next(number for number in match.groups() if number)) for match in AMOUNT.finditer(text)}
 
 
 def amount_value(written: str) -> Decimal:
     """The value of a written amount, in English or European style: ``8,500.00`` and ``8.500,00``
-    are both 8500, ``850,50`` is 850.50.
+    are both 8500, ``850,50`` is 850.50, ``1'000`` is 1000.
 
-    The last of two kinds of separator is the decimal one. A lone separator before exactly three
-    digits groups thousands in either style (``8,500`` and ``8.500`` are 8500), since money is not
-    written with three decimals; before one or two digits it is the decimal one. Anything else
-    (groups that are not of three, digits split by spaces, which can be two numbers) is
-    ``ValueError``: an amount read the wrong way is worse than none."""
-    marks = re.sub(r"[0-9]", "", written)
-    if not set(marks) <= {".", ","}:
-        raise ValueError(f"{written!r} could be one number or several")
-    whole, fraction = written, ""
-    if len(set(marks)) == 2 and marks.count(marks[-1]) == 1:  # 8.500,00 or 8,500.00
-        whole, fraction = written.rsplit(marks[-1], 1)
-        whole = whole.replace(marks[0], " ")
-    elif len(marks) == 1 and len(written.rsplit(marks, 1)[1]) in (1, 2):  # 850,50 or 8.5
-        whole, fraction = written.rsplit(marks, 1)
-    elif len(set(marks)) == 1:  # 8,500 or 1.234.567: thousands
-        whole = written.replace(marks[0], " ")
-    elif marks:
+    The last ``.`` or ``,`` is the decimal separator if another kind of separator comes before
+    it, or if one or two digits follow it. A lone separator before exactly three digits groups
+    thousands in either style (``8,500`` and ``8.500`` are 8500): money is not written with
+    three decimals. Anything else (groups that are not of three, two kinds of thousands
+    separator, digits split by a plain space, which can be two numbers) is ``ValueError``:
+    an amount read the wrong way is worse than none."""
+    if " " in written:
+        raise ValueError(f"{written!r} could be one number or two")
+    groups, marks = re.split(f"[{SEPARATORS}]", written), re.findall(f"[{SEPARATORS}]", written)
+    decimal = fraction = ""
+    if marks and marks[-1] in ".," and (len(set(marks)) > 1 or len(marks) == 1 and len(groups[-1]) != 3):
+        decimal, fraction = marks.pop(), groups.pop()
+    if len(set(marks)) > 1 or decimal in marks:
         raise ValueError(f"{written!r} mixes its separators")
-    groups = whole.split(" ")
     if len(groups) > 1 and not (1 <= len(groups[0]) <= 3 and all(len(group) == 3 for group in groups[1:])):
         raise ValueError(f"{written!r} is not written in groups of three digits")
     if len(fraction) > 2:
@@ -493,7 +495,7 @@ def link_starts(word: str) -> list[int]:
         return position == 0 or word[position - 1] not in INSIDE_A_LINK
     starts = {match.start() for match in SCHEME.finditer(word)
               if match.group(1).lower() in SPECIAL_SCHEMES or not match.group(2).isdigit() and can_start(match.start())}
-    starts |= {match.start() for match in SLASHES.finditer(word) if can_start(match.start())}
+    starts |= {match.start() for match in SLASHES.finditer(word) if word[match.start() - 1:match.start()] != ":"}
     starts |= {match.start() for match in HOST_LIKE.finditer(word) if can_start(match.start())}
     return sorted(starts)
 
