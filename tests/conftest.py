@@ -3,6 +3,7 @@
 Shared constants and helpers that tests import are in ``helpers.py``."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,24 @@ from course_lib.runtime import EmbeddedServer
 
 os.environ.setdefault("COURSE_EMBEDDED", "1")  # never depend on another server on this machine
 os.environ.setdefault("COURSE_QUICK", "1")  # experiments run small; COURSE_QUICK=0 runs them in full
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_FOLDERS = (ROOT / "notebooks", ROOT / "solutions")
+
+try:
+    import llama_cpp  # noqa: F401
+except Exception:  # not installed, or its compiled library does not load
+    # The fast path (``-m "not model"``) needs no compiled llama.cpp: these modules test the
+    # engine itself and import it at the top, so without the library they are not collected.
+    collect_ignore = ["test_batching.py", "test_engine.py", "test_prompt_cache.py"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Lessons and solutions (nbval) and lesson 13's own tests run the model: mark them ``model``,
+    so that ``-m "not model"`` is the fast path."""
+    for item in items:
+        if any(folder in Path(str(item.path)).parents for folder in NOTEBOOK_FOLDERS):
+            item.add_marker(pytest.mark.model)
 
 
 @pytest.fixture(scope="session")

@@ -471,7 +471,7 @@ def test_a_client_that_leaves_while_queued_never_generates(tmp_path):
 
 def test_the_prompt_cache_is_on_by_default_and_reset_cache_turns_it_off(capsys):
     from course_lib.server.app import parse_args
-    from course_lib.server.engine import DEFAULT_PROMPT_CACHE
+    from course_lib.server.generation import DEFAULT_PROMPT_CACHE
 
     assert DEFAULT_PROMPT_CACHE > 0 and parse_args([]).prompt_cache == DEFAULT_PROMPT_CACHE
     assert parse_args(["--prompt-cache", "0"]).prompt_cache == 0
