@@ -252,8 +252,14 @@ class McpSession:
             cursor = page.next_cursor
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """``tools/call``: the result as a ``ToolResult`` (an MCP error result is a failure)."""
-        return tool_result(self.portal.call(self.client.call_tool, name, arguments))
+        """``tools/call``: the result as a ``ToolResult``. An MCP error result is a failure, and so is
+        an error on the way (a tool the server does not know, an output schema so broken that the
+        SDK cannot check the result against it, a lost connection): an error result, not a crash."""
+        try:
+            result = self.portal.call(self.client.call_tool, name, arguments)
+        except Exception as error:  # whatever the server did, the loop gets an answer to give the model
+            return ToolResult.failure(ErrorKind.TOOL_FAILED, f"{name} failed: {error}")
+        return tool_result(result)
 
     def tools(self, listed: Iterable[types.Tool]) -> dict[str, DeclaredTool]:
         """The listed tools as the loop's tools: declared as listed, run through this session,

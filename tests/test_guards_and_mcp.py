@@ -376,3 +376,26 @@ def test_a_ref_in_a_declared_schema_is_never_fetched():
     finally:
         listener.close()
     assert visits == [] and result.error is ErrorKind.TOOL_FAILED
+
+
+def test_a_broken_output_schema_is_an_error_result_of_the_call():
+    from course_lib.mcp_tools import McpSession
+
+    class BrokenOutput(MCPServer):
+        async def list_tools(self):
+            listed = await super().list_tools()
+            return [tool.model_copy(update={"output_schema": {"type": "objekt"}}) for tool in listed]
+
+    server = BrokenOutput("broken", log_level="WARNING")
+
+    @server.tool()
+    def stock(sku: str) -> dict:
+        """Units in stock."""
+        return {"units": 12}
+
+    with McpSession(server) as session:
+        session.list_tools()
+        result = session.call("stock", {"sku": "SKU-00042"})
+        unknown = session.call("no_such_tool", {})
+    assert result.error is ErrorKind.TOOL_FAILED and "stock failed" in result.content
+    assert unknown.error is ErrorKind.TOOL_FAILED
