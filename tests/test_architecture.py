@@ -9,7 +9,7 @@ LIBRARY = Path(__file__).resolve().parent.parent / "course_lib"
 
 # The README's table, bottom to top. A module may import its own layer and the layers below.
 LAYERS = [
-    {"course_lib", "config", "messages"},
+    {"course_lib", "config", "messages", "display"},
     {"chat_template", "tool_parser"},
     {"models"},
     {"server"},
