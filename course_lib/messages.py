@@ -16,6 +16,7 @@ Every module that handles a conversation uses these names, so a word means one t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -91,3 +92,21 @@ def describe_errors(error: ValidationError, whole: str = "arguments") -> str:
     ``whole`` names a problem with the object as a whole (no field)."""
     return "; ".join(f"{'.'.join(str(part) for part in problem['loc']) or whole}: {problem['msg']}"
                      for problem in error.errors())
+
+
+def arguments_from_json(text: Any) -> Any:
+    """A call's arguments from OpenAI's JSON string (Chat Completions and the Responses API).
+
+    The one place the course's clients read that string. A JSON object becomes a dict; an
+    empty string means no arguments. Anything else (text that is not JSON, a list, nesting
+    deeper than Python can read) comes back unchanged, so the agent's validation reports it
+    as the model's mistake (lesson 5) instead of an exception out of the loop: a hosted
+    model can send malformed arguments too. (The server, which must refuse a client's bad
+    request with a 400, decodes with its own checks: ``server/dialects.py``.)
+    """
+    if not isinstance(text, str):
+        return text or {}
+    try:
+        return json.loads(text) if text.strip() else {}
+    except (ValueError, RecursionError):
+        return text

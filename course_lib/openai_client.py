@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from .client import OllamaError
+from .messages import arguments_from_json
 
 Message = dict[str, Any]
 
@@ -150,7 +151,7 @@ def ollama_reply(reply: dict[str, Any], model: str, nanoseconds: int) -> dict[st
     answer: Message = {"role": "assistant", "content": message.get("content") or ""}
     if message.get("tool_calls"):
         answer["tool_calls"] = [{"id": call.get("id", ""), "function": {
-            "name": call["function"]["name"], "arguments": _arguments(call["function"].get("arguments"))}}
+            "name": call["function"]["name"], "arguments": arguments_from_json(call["function"].get("arguments"))}}
             for call in message["tool_calls"]]
     return {"model": model, "message": answer, "done": True, **ollama_stats(reply, nanoseconds)}
 
@@ -161,14 +162,3 @@ def ollama_stats(reply: dict[str, Any], nanoseconds: int) -> dict[str, Any]:
     return {"done_reason": FINISH_REASONS.get(reply["choices"][0].get("finish_reason") or "stop", "stop"),
             "prompt_eval_count": usage.get("prompt_tokens", 0), "eval_count": usage.get("completion_tokens", 0),
             "total_duration": nanoseconds}
-
-
-def _arguments(text: Any) -> Any:
-    """A call's arguments, parsed from OpenAI's JSON string. Text that is not JSON stays text,
-    so the agent's validation reports it as the model's mistake (lesson 5), not a crash here."""
-    if not isinstance(text, str):
-        return text or {}
-    try:
-        return json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
-        return text

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from .loop import Executor, Limits, LoopLimitReached, Transcript, run_loop
-from .messages import ErrorKind, Message, Reply, ToolCall, ToolResult
+from .messages import ErrorKind, Message, Reply, ToolCall, ToolResult, arguments_from_json
 from .server import dialects
 from .tools import ToolFunction, tool_schema
 
@@ -121,7 +121,7 @@ class OpenAIChat(Adapter):
 
     def calls(self, body: dict[str, Any]) -> tuple[str, list[ToolCall], Message]:
         message = body["choices"][0]["message"]
-        calls = [ToolCall(call["function"]["name"], json.loads(call["function"]["arguments"]), call["id"])
+        calls = [ToolCall(call["function"]["name"], arguments_from_json(call["function"]["arguments"]), call["id"])
                  for call in message.get("tool_calls") or []]  # arguments arrive as a JSON *string*
         return message.get("content") or "", calls, message
 
@@ -308,7 +308,7 @@ def responses_input(messages: list[Message]) -> list[dict[str, Any]]:
 def responses_calls(output: list[dict[str, Any]]) -> list[ToolCall]:
     """The calls in a Responses API ``output``: its ``function_call`` items, keyed by ``call_id``;
     ``arguments`` is a JSON string, as in Chat Completions."""
-    return [ToolCall(item["name"], json.loads(item["arguments"]), item["call_id"])
+    return [ToolCall(item["name"], arguments_from_json(item["arguments"]), item["call_id"])
             for item in output if item.get("type") == "function_call"]
 
 

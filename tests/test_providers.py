@@ -147,3 +147,23 @@ def test_responses_calls_are_read_by_call_id_not_by_the_item_id():
     calls = responses_calls(output)
     assert [(call.name, call.arguments, call.id) for call in calls] == [
         ("get_product_stock", {"sku": "SKU-00042"}, "call_7")]
+
+
+@pytest.mark.parametrize("arguments", ["{oops", "[1, 2]", "[" * 5000 + "]" * 5000])
+def test_a_hosted_providers_malformed_arguments_become_an_error_result_not_an_exception(arguments):
+    """A hosted model can send arguments that are not a JSON object: the adapter keeps the text
+    (``messages.arguments_from_json``), and validation answers the model with an error result."""
+    from course_lib.providers import OpenAIChat
+    from course_lib.tools import call_tool
+
+    def now() -> str:
+        """The time."""
+        return "09:42"
+
+    body = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "now", "arguments": arguments}}]}}]}
+    _, calls, _ = OpenAIChat().calls(body)
+    (call,) = responses_calls([{"type": "function_call", "call_id": "c", "name": "now", "arguments": arguments}])
+    for parsed in (calls[0], call):
+        result = call_tool(parsed.name, parsed.arguments, {"now": now})
+        assert result.error is not None and "invalid arguments" in result.text
