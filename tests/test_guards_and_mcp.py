@@ -399,3 +399,24 @@ def test_a_broken_output_schema_is_an_error_result_of_the_call():
         unknown = session.call("no_such_tool", {})
     assert result.error is ErrorKind.TOOL_FAILED and "stock failed" in result.content
     assert unknown.error is ErrorKind.TOOL_FAILED
+
+
+# --- the guards read hostile text in bounded time ---------------------------------------------
+
+@pytest.mark.parametrize("text", ["1." * 100_000 + "1", "a" * 100_000 + "@b", "1 " * 100_000, "a." * 100_000 + "1",
+                                  "bakery.example(" * 20_000, "https:" * 50_000, "/" * 200_000,
+                                  "DE89 " + "3704 " * 50_000],
+                         ids=["dotted digits", "long address", "spaced digits", "dotted labels", "brackets", "schemes",
+                              "slashes", "iban groups"])
+def test_the_guards_read_a_long_hostile_text_in_linear_time(text):
+    import time
+
+    from course_lib.security.defenses import amounts_named_in, recipients_named_in
+    started = time.perf_counter()
+    LinkFilter(("bakery.example",)).filter_answer(context("Hours?"), text)
+    recipients_named_in(text)
+    try:
+        amounts_named_in(text)
+    except ValueError:
+        pass
+    assert time.perf_counter() - started < 2.0

@@ -132,7 +132,7 @@ class Allowlist(Defense):
 
 # ASCII classes, not \w and \d: those match letters and digits of every script. An IBAN is
 # written all in one, or in groups of four with a shorter last group ("DE89 3704 ... 0130 00").
-ADDRESS_OR_IBAN = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
+ADDRESS_OR_IBAN = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
                              r"|(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}"
                              r"(?:[A-Z0-9]{11,30}|(?: [A-Z0-9]{4})+(?: [A-Z0-9]{1,3})?)(?![A-Za-z0-9])")
 
@@ -245,7 +245,7 @@ MARKS = ".,'\u2019"  # what people put between digit groups (8,500.00 8.500,00 1
 SEPARATORS = f"{MARKS} "
 NUMBER = rf"[0-9]+(?:[{SEPARATORS}][0-9]+)*"
 AMOUNT = re.compile(rf"(?:{CURRENCY})\s?(?P<after>{NUMBER})(?![0-9])"
-                    rf"|(?<![0-9{MARKS}/:-])(?P<before>{NUMBER})(?:[.,][-\u2013])?\s?(?:{CURRENCY})"
+                    rf"|(?<![0-9{MARKS}/:-])(?<![0-9][{SEPARATORS}])(?P<before>{NUMBER})(?:[.,][-\u2013])?\s?(?:{CURRENCY})"
                     rf"|(?<![A-Za-z])(?:pay|transfer|send|wire|refund)\s+(?P<paid>{NUMBER})(?![0-9]|[-/:][0-9])",
                     re.IGNORECASE)
 
@@ -482,10 +482,11 @@ SLASHES = re.compile(r"[/\\]{2}")  # //host or \\host: the scheme of the page it
 # ideographic dots too, which browsers read as dots), the last one starting with a letter; or
 # four numbers, an IPv4 address; maybe after a "user@". "evil.example", "www.evil.example",
 # "report.zip" and "mark@attacker.example" all count.
-HOST_LIKE = re.compile(r"(?<![\w%+@-])(?:[\w.%+-]+@)?"
+HOST_LIKE = re.compile(r"(?<![\w%+@-])(?<![\w-]\.)(?:[\w.%+-]+@)?"  # not inside a word or a dotted name
                        r"(?:[\w-]+(?:[.\u3002\uff0e\uff61][\w-]+)*[.\u3002\uff0e\uff61][^\W\d_][\w-]*[^\W_](?![\w-])"
-                       r"|[0-9]+(?:\.[0-9]+){3}(?![\w.]))")
+                       r"|(?<![0-9.])[0-9]+(?:\.[0-9]+){3}(?![\w-]|\.[0-9]))")
 INSIDE_A_LINK = set("/\\?#=&%:~+")  # a host-like word after one of these is a path or a query, not a new link
+MOST_LINK_STARTS = 32  # a word with more places where a link could start is removed whole: judging is bounded
 
 
 def link_starts(word: str) -> list[int]:
@@ -548,7 +549,7 @@ class LinkFilter(Defense):
     def filter_word(self, word: str) -> str:
         """``word`` (text without spaces), with its link removed if any place in it leads off the allowed hosts."""
         starts, end = link_starts(word), link_end(word)
-        if all(self.allowed(word[start:end]) for start in starts):
+        if len(starts) <= MOST_LINK_STARTS and all(self.allowed(word[start:end]) for start in starts):
             return word
         return f"{word[:starts[0]]}[link removed]{word[max(end, starts[0]):]}"
 
