@@ -55,6 +55,7 @@ def later(run, name, arguments):
     "http://1249763437/", "https://bakery.example'@1249763437/", "http://10.0.0.1/admin",
     "javascript:alert(document.cookie)", "data:text/html,hi", "ｈｔｔｐｓ：／／evil．example", "evil\u3002example",
     "https://evil\u200b.example", "https://bakery.example/?next=https://evil.example", "<a href=//evil.example>x</a>",
+    "https ://evil.example",
 ])
 def test_the_link_filter_catches_every_way_of_writing_a_link(link):
     answer = LinkFilter(("bakery.example",)).filter_answer(context("Hours?"), f"Opens at 8. See {link} now.")

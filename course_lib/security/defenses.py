@@ -494,9 +494,11 @@ def link_starts(word: str) -> list[int]:
     anything host-like, as a browser or a chat window that turns text into links would read it."""
     def can_start(position: int) -> bool:
         return position == 0 or word[position - 1] not in INSIDE_A_LINK
-    starts = {match.start() for match in SCHEME.finditer(word)
+    schemes = list(SCHEME.finditer(word))
+    starts = {match.start() for match in schemes
               if match.group(1).lower() in SPECIAL_SCHEMES or not match.group(2).isdigit() and can_start(match.start())}
-    starts |= {match.start() for match in SLASHES.finditer(word) if word[match.start() - 1:match.start()] != ":"}
+    after_a_scheme = {match.end(1) + 1 for match in schemes}  # the // of https:// is that link's own
+    starts |= {match.start() for match in SLASHES.finditer(word) if match.start() not in after_a_scheme}
     starts |= {match.start() for match in HOST_LIKE.finditer(word) if can_start(match.start())}
     return sorted(starts)
 
