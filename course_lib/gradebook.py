@@ -130,6 +130,8 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
 
     ``sandbox``: True finds the strongest sandbox here (``Sandbox.detect()``, which raises
     ``SandboxUnavailable`` if there is none), False runs learners' code as you, unsandboxed.
+    ``server`` (default: one for ``model_url``, else started when needed) is stopped at the
+    end only if this function made it.
     """
     from .sandbox import Sandbox
 
@@ -139,7 +141,7 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
         print(f"Sandbox: {mode}", file=sys.stderr, flush=True)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, str]] = []
-    server = server or ModelServer(model_url)
+    own_server, server = server is None, server or ModelServer(model_url)
     try:
         with open(out / "grades.csv", "w", newline="") as file:
             writer = csv.DictWriter(file, FIELDS, quoting=csv.QUOTE_ALL)
@@ -154,7 +156,8 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
                     rows.append(row)
                 file.flush()
     finally:
-        server.close()
+        if own_server:
+            server.close()
     (out / "summary.md").write_text(summary(rows, mode))
     return rows
 
@@ -205,7 +208,7 @@ def cell_text(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&:\"'$])")
+MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&$])")  # Markdown's and HTML's; a bare address stays as written
 
 
 def md(text: str, limit: int = 200) -> str:

@@ -315,8 +315,11 @@ async def _run_cell(client: Any, cell: Any, budget: float, grace: float) -> str:
                 os.killpg(pgid, 9)
             except OSError:
                 pass
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    leftovers = [task] + [other for other in asyncio.all_tasks() if other is not asyncio.current_task()
+                          and getattr(other.get_coro(), "__qualname__", "").startswith("NotebookClient._async_poll")]
+    for other in leftovers:  # nbclient's pollers of the killed cell, which would outlive its client
+        other.cancel()
+    await asyncio.gather(*leftovers, return_exceptions=True)
     return "killed"
 
 
@@ -344,7 +347,8 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
                               shutdown_kernel="immediate", startup_timeout=120)
         key, module = secrets.token_bytes(32), f"_course_grading_{secrets.token_hex(6)}"
         try:
-            async with client.async_setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+            async with client.async_setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                                 cleanup_kc=True):  # the kernel ends with the block, ours or not
                 first = nbformat.v4.new_code_cell(preamble(key, module))
                 if await _run_cell(client, first, 60, grace) != "done" or error_of(first):
                     notes.append(f"the grader's first cell failed in this kernel: {error_of(first)}")
@@ -655,13 +659,16 @@ def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[
     except Exception as problem:  # the kernel could not start, for example
         return [Result(name, None, "", "error", f"could not run: {type(problem).__name__}: {problem}"[:300])]
     results = judge(graded, published_notebook, name, cell_timeout, notebook_timeout)
-    own = {part.number: part for part in mine}
+    own, theirs = {part.number: part for part in mine}, {part.number: part for part in expected}
     setup_review = review_notes(own[0].code if 0 in own else [])
     for result in results:
         part = own.get(result.exercise or 0)
-        review = sorted(set(setup_review) | set(review_notes([cell for cell in part.code if not is_check(cell)]
-                                                              if part else [])))
-        result.note = "; ".join((["review: " + ", ".join(review)] if review else []) + notes)
+        review = set(setup_review) | set(review_notes([cell for cell in part.code if not is_check(cell)]
+                                                      if part else []))
+        published_checks = [cell.source.strip() for cell in theirs[result.exercise or 0].checks]
+        if part and [cell.source.strip() for cell in part.checks] != published_checks:
+            review.add("edited or removed a check cell (the published one ran)")
+        result.note = "; ".join((["review: " + ", ".join(sorted(review))] if review else []) + notes)
     return results
 
 

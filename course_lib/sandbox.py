@@ -244,8 +244,9 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one kernel may use. ``processes`` counts threads too, and holds only for a kernel
-    with a user of its own (a limit on processes is a limit on all of a user's processes)."""
+    """What one kernel may use. ``processes`` counts threads too. A limit on processes is a limit
+    on all of a user's processes: a kernel with a user of its own gets ``processes``, a kernel
+    that runs as you gets ``processes`` more than you have when it starts, and root has none."""
 
     memory: int = 2 * 2**30  # bytes of address space per process (RLIMIT_AS)
     processes: int = 256  # RLIMIT_NPROC
@@ -253,14 +254,21 @@ class Limits:
     file_size: int = 256 * 2**20  # bytes per file written (RLIMIT_FSIZE)
     open_files: int = 1024  # RLIMIT_NOFILE
 
-    def rlimits(self, own_user: bool) -> dict[str, int]:
+    def rlimits(self, uid: int | None) -> dict[str, int]:
+        """The launcher's resource limits for a kernel that runs as ``uid`` (None: as this process)."""
         limits = {"AS": self.memory, "CPU": self.cpu, "FSIZE": self.file_size, "NOFILE": self.open_files, "CORE": 0}
-        return limits | ({"NPROC": self.processes} if own_user else {})
+        if uid is not None:
+            limits["NPROC"] = self.processes
+        elif os.geteuid() != 0:
+            limits["NPROC"] = tasks_of(os.getuid()) + self.processes
+        return limits
 
-    def describe(self, own_user: bool) -> str:
-        parts = [f"{self.memory / 2**30:g} GiB of address space"] + \
-                ([f"{self.processes} processes and threads"] if own_user else []) + \
-                [f"{self.cpu} s of CPU", f"{self.file_size / 2**20:g} MiB per file"]
+    def describe(self, uid: int | None) -> str:
+        processes = [f"{self.processes} processes and threads"] if uid is not None else \
+            [f"{self.processes} processes and threads more than yours"] if os.geteuid() != 0 else \
+            ["no limit on processes (root has none)"]
+        parts = [f"{self.memory / 2**30:g} GiB of address space", *processes, f"{self.cpu} s of CPU",
+                 f"{self.file_size / 2**20:g} MiB per file"]
         return ", ".join(parts)
 
 
@@ -328,7 +336,7 @@ class Sandbox:
         """What the launcher applies to one kernel."""
         return {"write": [str(work)], "write_files": [os.devnull], "bind_ports": bind_ports,
                 "connect_ports": connect_ports, "uid": self.uid, "gid": self.gid,
-                "limits": self.limits.rlimits(self.uid is not None), "landlock": self.landlock > 0,
+                "limits": self.limits.rlimits(self.uid), "landlock": self.landlock > 0,
                 "pid_namespace": self.pid_namespace}
 
     def scratch(self, parent: str | None = None) -> Scratch:
@@ -402,17 +410,7 @@ class Sandbox:
 
     def processes(self) -> list[int]:
         """The processes (zombies included) whose real user is the kernel's own."""
-        found = []
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    with open(f"/proc/{name}/status") as status:
-                        uid = next(line.split()[1] for line in status if line.startswith("Uid:"))
-                except (OSError, StopIteration):
-                    continue
-                if int(uid) == self.uid:
-                    found.append(int(name))
-        return found
+        return [pid for pid, _ in _processes_of(self.uid)] if self.uid is not None else []
 
     def run_probe(self) -> dict[str, Any]:
         """Start a Python through the launcher, as a kernel would be, and ask it what it can do."""
@@ -454,7 +452,7 @@ class Sandbox:
             layers.append(f"Landlock ABI {self.landlock}: " + ", ".join(what))
         else:
             layers.append("no Landlock (Linux 5.13 or later has it)")
-        layers.append("limits: " + self.limits.describe(self.uid is not None))
+        layers.append("limits: " + self.limits.describe(self.uid))
         layers.append("an allowlisted environment and a scratch copy of the submission's notebooks")
         checked = "the probe could not write to the repository" if probe.get("repository") is False else \
             "THE PROBE COULD WRITE TO THE REPOSITORY"
@@ -479,6 +477,26 @@ for name, folder in (("repository", {repository}), ("outside", {outside})):
         facts[name] = False
 print(json.dumps(facts))
 """
+
+
+def _processes_of(uid: int) -> list[tuple[int, int]]:
+    """``(pid, threads)`` of every process whose real user is ``uid``, from ``/proc``."""
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status") as status:
+                    fields = dict(line.split(":", 1) for line in status if ":" in line)
+                if int(fields["Uid"].split()[0]) == uid:
+                    found.append((int(name), int(fields.get("Threads", "1").strip() or 1)))
+            except (OSError, KeyError, ValueError):
+                continue
+    return found
+
+
+def tasks_of(uid: int) -> int:
+    """How many processes and threads ``uid`` has: what a limit on processes counts."""
+    return sum(threads for _, threads in _processes_of(uid))
 
 
 def free_uid(start: int = 64999) -> int:

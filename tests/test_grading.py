@@ -1,5 +1,8 @@
-"""Grading: exercises mapped from headings, a small class graded row by row, and proof
-that every exercise can be passed on its own and every check can fail."""
+"""Grading: exercises mapped from headings; a class that does not deserve trust (forgers, a
+secret reader, a writer outside its folder, kernels that never finish, a fork bomb, a link
+to /, formulas and Markdown, a learner who kills the model server) graded row by row in a
+sandbox; deadlines; and proof that every exercise can be passed on its own and every check
+can fail."""
 
 from __future__ import annotations
 
@@ -8,15 +11,18 @@ import csv
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from course_lib.checks import CheckFailed, check_close
 from course_lib.exercises import STUB
-from course_lib.gradebook import FIELDS, grade_class
-from course_lib.grading import Result, format_report, is_check, sections
+from course_lib.gradebook import FIELDS, cell_text, grade_class, md
+from course_lib.grading import Result, format_report, grade, is_check, sections
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
@@ -81,11 +87,140 @@ def test_the_report_is_plain_text_with_a_count():
     assert "\033[" in format_report(results, colour=True) and "\033[" not in format_report(results)
 
 
-def small_class(into: Path) -> Path:
-    """Eight learners' notebook 06 (no model): solved, unsolved, partly solved, an endless
-    loop, an edited check cell, a broken file, a notebook that fails at import."""
+# --------------------------------------------------------------------------------------
+# A class that does not deserve trust: tests/fixtures/grading/README.md lists its learners.
+# --------------------------------------------------------------------------------------
+
+SECRET = "s3cr3t-of-the-instructor"
+CELL_TIMEOUT, GRACE = 5, 2
+
+FORGERS = {  # each answers exercise 1 with a wrong key, then tries to pass anyway
+    "forger-rebind": 'return "x"\n\ncheck = check_equal = check_close = lambda *a, **k: None',
+    "forger-module": (
+        'return "x"\n\nimport course_lib.checks, course_lib.grading\n'
+        "for module in (course_lib.checks, course_lib.grading):\n"
+        "    module.check = module.check_equal = module.check_close = lambda *a, **k: None\n"
+        '    module.CheckFailed = type("CheckFailed", (Exception,), {})'),
+    "forger-sysmodules": (
+        'return "x"\n\nimport sys, types\nfake = types.ModuleType("course_lib.grading")\n'
+        "fake.check = fake.check_equal = fake.check_close = lambda *a, **k: None\n"
+        'sys.modules["course_lib.grading"] = sys.modules["course_lib.checks"] = fake\n'
+        'sys.modules["hmac"] = types.SimpleNamespace(new=lambda *a, **k: types.SimpleNamespace(\n'
+        '    hexdigest=lambda: "0"))\n'
+        "from course_lib.grading import check, check_equal"),
+    "forger-printer": (
+        'return "x"\n\nimport json\nfrom IPython.display import publish_display_data\n'
+        'print("✔ argument order does not matter\\n✔ the tool name is part of the key\\n3 of 3 exercises passed")\n'
+        'for nonce in ("", "0" * 16):\n'
+        '    publish_display_data({"application/vnd.course-grading.verdict+json": '
+        '{"outcome": json.dumps([nonce, "passed", "", ""]), "mac": "0" * 64}})'),
+    "forger-swallow": 'return "x"\n\nget_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)',
+    "forger-transformer": 'return "x"\n\nget_ipython().input_transformers_post.append(lambda lines: ["pass\\n"])',
+    "forger-rewriter": (
+        'return "x"\n\nshell = get_ipython()\npublish = shell.display_pub.publish\n\n'
+        "def rewritten(data, *args, **kwargs):\n"
+        "    for record in data.values():\n"
+        '        if isinstance(record, dict) and "outcome" in record:\n'
+        "            record[\"outcome\"] = record[\"outcome\"].replace('\"failed\"', '\"passed\"')\n"
+        "    return publish(data, *args, **kwargs)\n\nshell.display_pub.publish = rewritten"),
+    "forger-equal": (
+        "class Anything(str):  # equal to everything, and different from everything\n"
+        "        __eq__ = __ne__ = lambda self, other: True\n"
+        "        __hash__ = str.__hash__\n"
+        "        __len__ = lambda self: 64\n"
+        '    return Anything("x")'),
+}
+
+SECRET_READER = """return "x"
+
+import glob, os
+found = sorted(name for name, value in os.environ.items() if "s3cr3t" in value)
+for path in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        with open(path, "rb") as file:
+            if b"s3cr3t" in file.read():
+                found.append(path)
+    except OSError:
+        pass
+raise RuntimeError(f"secrets found: {found}")"""
+
+WRITER = """return "x"
+
+import os
+wrote = []
+for target in {files!r}:
+    try:
+        with open(target, "a") as file:
+            file.write("garbage")
+        wrote.append(target)
+    except OSError:
+        pass
+for folder in {folders!r}:
+    try:
+        with open(os.path.join(folder, "planted.txt"), "x") as file:
+            file.write("garbage")
+        wrote.append(folder)
+    except OSError:
+        pass
+raise RuntimeError(f"wrote: {{wrote}}")"""
+
+UNINTERRUPTIBLE = """return "x"
+
+import signal, subprocess
+subprocess.Popen(["sleep", "600"], start_new_session=True)  # a process of its own, to outlive the kernel?
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True:
+    pass"""
+
+FORK_BOMB = """return None
+
+import os, time
+first = os.getpid()
+while True:  # every copy forks again; a copy that cannot waits, keeping its place
+    try:
+        os.fork()
+    except OSError:
+        if os.getpid() == first:
+            raise
+        time.sleep(3600)"""
+
+SERVER_KILLER = """raise NotImplementedError("Exercise: replace this line with your solution.")
+
+import os, signal
+refused = []
+for pid in [name for name in os.listdir("/proc") if name.isdigit()]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            command = file.read()
+    except OSError:
+        continue
+    if b"fake_ollama" in command:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except OSError as problem:
+            refused.append(type(problem).__name__)
+try:
+    httpx.post(f"{client.host}/api/chat", json={"model": "crash", "messages": []}, timeout=10)
+except httpx.HTTPError:
+    pass
+raise RuntimeError(f"signals refused: {refused}")"""
+
+FORMULA = ("raise type('=HYPERLINK(\"http://evil.example\",\"click\")', (Exception,), {})(\n"
+           "    '| **bold** [x](http://evil.example) <img src=x onerror=alert(1)> `code`')")
+
+
+def with_setup(notebook: nbformat.NotebookNode, code: str) -> nbformat.NotebookNode:
+    """``notebook`` with ``code`` after its setup cell's own."""
+    notebook = copy.deepcopy(notebook)
+    sections(notebook)[0].code[0].source += "\n" + code
+    return notebook
+
+
+def fixture_class(into: Path, out: Path) -> Path:
+    """The class of tests/fixtures/grading/README.md, mostly on notebook 06 (no model)."""
     exercise = read(ROOT / "exercises" / "06_side_effects.ipynb")
     solution = read(ROOT / "solutions" / "06_side_effects.ipynb")
+    wire = read(ROOT / "exercises" / "01_the_wire.ipynb")
     constant_waits = ("for n in range(attempts):\n        try:\n            return operation()\n"
                       "        except (ServiceTimeout, ServerError):\n            sleep(0.5)")
     cheat = with_code(exercise, 1, 'return "x"')
@@ -93,41 +228,233 @@ def small_class(into: Path) -> Path:
     check_cell.source = "# CHECK exercise 1\nprint('all good')"
     broken_import = copy.deepcopy(exercise)
     broken_import.cells[1].source = "import no_such_module\n" + broken_import.cells[1].source
+    protected = [ROOT / "course_lib" / "checks.py", ROOT / "exercises" / "06_side_effects.ipynb",
+                 into / "zed" / "06_side_effects.ipynb", out / "grades.csv"]
     learners = {
         "ada": solved(exercise, solution, {1, 2, 3}),
         "ben": exercise,
         "cleo": with_code(solved(exercise, solution, {1}), 2, constant_waits),
         "dan": with_code(solved(exercise, solution, {1, 3}), 2, "while True:\n        pass"),
-        "eve": cheat,
+        "eve": cheat,  # edits the check cell
         "gus": broken_import,
+        **{name: with_code(exercise, 1, code) for name, code in FORGERS.items()},
+        "mona": with_code(exercise, 1, SECRET_READER),
+        "nina": with_code(exercise, 1, WRITER.format(files=[str(path) for path in protected],
+                                                     folders=[str(ROOT), str(into / "zed"), str(out)])),
+        "olga": with_code(with_code(solved(exercise, solution, {2}), 1, UNINTERRUPTIBLE), 3,
+                          'return None\n\nimport re\nre.match(r"(a+)+$", "a" * 64 + "!")'),
+        "pia": with_code(with_code(exercise, 1, 'return "x"\n\nblob = bytearray(64 * 2**30)'), 2, FORK_BOMB),
+        "quinn": with_setup(solved(exercise, solution, {1, 2}),
+                            "import os\nassert os.listdir('.') == ['06_side_effects.ipynb'], os.listdir('.')"),
+        "@rex": with_code(exercise, 1, 'return "x"\n\n' + FORMULA),
+        "una": with_setup(exercise, FORMULA),
+        "zed": solved(exercise, solution, {1, 2}),
     }
     for name, notebook in learners.items():
         (into / name).mkdir(parents=True)
         nbformat.write(notebook, into / name / "06_side_effects.ipynb")
+    for name, notebook in {"sam": with_code(wire, 1, SERVER_KILLER), "tia": wire}.items():
+        (into / name).mkdir(parents=True)
+        nbformat.write(notebook, into / name / "01_the_wire.ipynb")
     notes = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('my notes')")])
     nbformat.write(notes, into / "ben" / "notes.ipynb")
+    nbformat.write(notes, into / "@rex" / "=cmd|' -C calc'!A0.ipynb")
     (into / "fay").mkdir()
     shutil.copy(FIXTURES / "broken.ipynb", into / "fay" / "06_side_effects.ipynb")
+    (into / "quinn" / "root").symlink_to("/")  # copied as the old grader did, it would copy the disk
+    (into / "quinn" / "07_observability_and_cost.ipynb").symlink_to("/etc/passwd")
+    os.mkfifo(into / "quinn" / "08_experiments.ipynb")  # opened plainly, it would wait for ever
     return into
 
 
-def test_a_small_class_is_graded_row_by_row(tmp_path):
-    started = time.monotonic()
-    rows = grade_class(small_class(tmp_path / "class"), tmp_path / "out", cell_timeout=6, progress=False)
-    print(f"graded {len(rows)} rows in {time.monotonic() - started:.0f} s")
-    with open(tmp_path / "out" / "grades.csv", newline="") as file:
+class FakeOllama:
+    """tests/fixtures/grading/fake_ollama.py in a process: what ``ModelServer`` starts here."""
+
+    def __init__(self) -> None:
+        from course_lib.runtime import chosen_model
+
+        self.process = subprocess.Popen([sys.executable, str(FIXTURES / "fake_ollama.py"), chosen_model()],
+                                        stdout=subprocess.PIPE, text=True)
+        self.url = f"http://127.0.0.1:{int(self.process.stdout.readline())}"
+        started.append(self)
+
+    @property
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+started: list[FakeOllama] = []
+
+
+def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
+    """Every row of the fixture class, against tests/fixtures/grading/expected_grades.csv."""
+    from course_lib.gradebook import ModelServer
+    from course_lib.sandbox import Sandbox
+
+    box = Sandbox.detect()
+    if box.uid is None and os.geteuid() == 0:
+        pytest.skip("root, but no user of its own for the kernels: no process limit for the fork bomb")
+    monkeypatch.setenv("COURSE_GRADING_TEST_SECRET", SECRET)
+    class_dir, out = fixture_class(tmp_path / "class", tmp_path / "out"), tmp_path / "out"
+    zed = (class_dir / "zed" / "06_side_effects.ipynb").read_bytes()
+    ours = {path: path.read_bytes() for path in [ROOT / "course_lib" / "checks.py",
+                                                 ROOT / "exercises" / "06_side_effects.ipynb"]}
+    started.clear()
+    clock = time.monotonic()
+    server = ModelServer(start=FakeOllama)
+    try:
+        rows = grade_class(class_dir, out, cell_timeout=CELL_TIMEOUT, progress=False, sandbox=box, grace=GRACE,
+                           notebook_timeout=120, server=server)
+        assert [fake.running for fake in started] == [False, True], "the server sam killed, and its successor"
+    finally:
+        server.close()
+    seconds = time.monotonic() - clock
+    print(f"graded {len(rows)} rows of {len(list(class_dir.iterdir()))} learners in {seconds:.0f} s")
+    assert seconds < 150, "the whole class took about 60 s here"
+
+    csv_text = (out / "grades.csv").read_text()
+    with open(out / "grades.csv", newline="") as file:
         written = list(csv.DictReader(file))
-    assert written == rows and list(written[0]) == FIELDS
+    assert list(written[0]) == FIELDS and len(written) == len(rows)
+    assert all(value[:1] not in ("=", "+", "-", "@", "\t", "\r") for row in written for value in row.values())
+    assert written == [{key: cell_text(value) for key, value in row.items()} for row in rows]
     with open(FIXTURES / "expected_grades.csv", newline="") as file:
         expected = list(csv.DictReader(file))
-    assert [(r["learner"], r["notebook"], r["exercise"], r["status"]) for r in written] == \
+    killer = "['ProcessLookupError']" if box.pid_namespace else "['PermissionError']" \
+        if box.uid is not None or box.landlock >= 6 else "[]"  # the server's PID is not in the kernel's namespace
+    for want in expected:
+        want["message"] = want["message"].replace("{refused}", killer)
+    assert [(r["learner"], r["notebook"], r["exercise"], r["status"]) for r in rows] == \
            [(r["learner"], r["notebook"], r["exercise"], r["status"]) for r in expected]
-    for got, want in zip(written, expected):
+    for got, want in zip(rows, expected):
         assert got["message"].startswith(want["message"]), (got, want)
-    summary = (tmp_path / "out" / "summary.md").read_text()
-    assert "| ada | 3/3 |" in summary and "| fay | error |" in summary and "| gus | error |" in summary
-    assert "- ben/notes.ipynb: not one of the course" in summary
-    assert "| 06 | 1 · A canonical key | 3 of 7 (43%) | 1 | 1 | 2 |" in summary
+        assert (want["note"] in got["note"]) if want["note"] else got["note"] == "", (got, want)
+
+    # nothing escaped: no secret, no write outside the kernel's folder, no process left
+    summary = (out / "summary.md").read_text()
+    assert SECRET not in csv_text + summary
+    assert (class_dir / "zed" / "06_side_effects.ipynb").read_bytes() == zed
+    assert all(path.read_bytes() == text for path, text in ours.items())
+    assert "garbage" not in csv_text and not any(
+        (folder / "planted.txt").exists() for folder in (ROOT, class_dir / "zed", out))
+    assert not box.processes(), "a process of the kernels' user outlived its submission"
+    assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+                .splitlines() if line.strip() == "sleep 600"], "a detached process outlived its kernel"
+
+    # the reports: escaped, and saying which sandbox ran
+    assert "'@rex" in csv_text and "'=HYPERLINK(" in csv_text and "\"'=cmd|' -C calc'!A0.ipynb\"" in csv_text
+    assert not re.search(r"(?<!\\)[<`]|(?<!\\)\*\*|(?<!\\)\]\(", summary), "Markdown or HTML in summary.md"
+    assert "\\<img src=x onerror=alert\\(1\\)\\>" in summary and "\\*\\*bold\\*\\*" in summary
+    assert "- @rex/=cmd\\|' \\-C calc'\\!A0\\.ipynb: not one of the course's notebooks" in summary
+    assert summary.startswith("# Grades\n\nSandbox: process sandbox") and "PID namespace" in box.describe()
+    assert "| learner | 01 | 06 | 07 | 08 |" in summary and "| ada | – | 3/3 | – | – |" in summary
+    assert "| fay | – | error | – | – |" in summary and "| quinn | – | 2/3 | error | error |" in summary
+    assert "| 06 | 1 · A canonical key | 5 of 23 (22%) | 11 | 1 | 6 |" in summary
+
+
+def test_the_sandbox_says_what_it_is():
+    """The probe ran a Python through the launcher; as root, the kernels get a user of their own."""
+    from course_lib.sandbox import Sandbox, landlock_abi, remove
+
+    box = Sandbox.detect()
+    assert box.probe["imports"] is True and box.landlock == landlock_abi()
+    if os.geteuid() == 0:
+        assert box.pid_namespace and "without capabilities" in box.describe()
+    if box.landlock or box.uid is not None:
+        assert box.probe["repository"] is False and "could not write to the repository" in box.describe()
+    else:
+        assert "COULD WRITE TO THE REPOSITORY" in box.describe()
+    scratch = box.scratch()
+    env = box.environment(scratch, "http://127.0.0.1:9", "m")
+    remove(scratch.root)
+    assert set(env) <= {"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "COURSE_QUICK", "COURSE_WORKERS",
+                        "OLLAMA_HOST", "COURSE_MODEL", "HOME", "TMPDIR", "USER", "LOGNAME", "IPYTHONDIR",
+                        "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "JUPYTER_CONFIG_DIR",
+                        "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "PYTHONDONTWRITEBYTECODE",
+                        "PYDEVD_DISABLE_FILE_VALIDATION"}
+
+
+def tiny(into: Path, answers: list[str]) -> tuple[Path, Path]:
+    """A published notebook of three exercises (each checks that ``answerN()`` returns N) in
+    ``into/exercises``, and a learner's copy with ``answers`` in ``into/learner``."""
+    def notebook(codes: list[str]) -> nbformat.NotebookNode:
+        cells = [nbformat.v4.new_markdown_cell("# Exercises · Lesson 99, tiny"),
+                 nbformat.v4.new_code_cell("from course_lib.grading import check_equal\nimport time")]
+        for number, code in enumerate(codes, start=1):
+            cells += [nbformat.v4.new_markdown_cell(f"## Exercise {number} · Part {number}"),
+                      nbformat.v4.new_code_cell(f"def answer{number}():\n    {code}"),
+                      nbformat.v4.new_code_cell(f"# CHECK exercise {number}\n"
+                                                f"check_equal(answer{number}(), {number}, 'N')")]
+        return nbformat.v4.new_notebook(cells=cells)
+
+    for folder, codes in (("exercises", [STUB] * 3), ("learner", answers)):
+        (into / folder).mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook(codes), into / folder / "99_tiny.ipynb")
+    return into / "exercises", into / "learner" / "99_tiny.ipynb"
+
+
+def test_a_notebook_that_runs_too_long_is_stopped_and_its_other_exercises_say_why(tmp_path):
+    published, learner = tiny(tmp_path, ["time.sleep(1.5)\n    return 1", "time.sleep(30)", "return 3"])
+    clock = time.monotonic()
+    results = grade(learner, published=published, cell_timeout=20, notebook_timeout=4, grace=2)
+    assert time.monotonic() - clock < 15
+    assert [(result.status, result.message) for result in results] == [
+        ("passed", ""),
+        ("error", "the notebook ran longer than 4 s in all and was stopped in this cell"),
+        ("error", "the notebook ran longer than 4 s in all and was stopped before this exercise")]
+
+
+def test_a_kernel_that_ignores_the_interrupt_is_killed_and_a_new_one_grades_the_rest(tmp_path):
+    published, learner = tiny(tmp_path, [
+        "import signal\n    signal.signal(signal.SIGINT, signal.SIG_IGN)\n    while True: pass", "return 2", STUB])
+    clock = time.monotonic()
+    results = grade(learner, published=published, cell_timeout=2, grace=1)
+    assert time.monotonic() - clock < 20
+    assert [(result.status, result.message) for result in results] == [
+        ("error", "a cell ran longer than 2 s and was stopped (an endless loop?); it did not answer the interrupt, "
+                  "so its kernel was killed"),
+        ("passed", ""), ("not attempted", "")]
+    assert results[1].note == "the kernel was killed in exercise 1; a new kernel ran the setup again for the rest"
+    assert results[0].note.startswith("review: handles signals")
+
+
+def test_check_equal_compares_plain_values_by_their_own_type():
+    """An answer that claims to equal everything does not pass a check against plain data."""
+    import numpy as np
+
+    from course_lib.checks import same
+
+    class Liar:
+        def __eq__(self, other):
+            return True
+
+        __ne__ = __eq__
+
+    class Text(str):
+        __eq__ = __ne__ = Liar.__eq__
+        __hash__ = str.__hash__
+
+    assert not any(same(liar, expected) for liar in (Liar(), Text("b"), [Liar()], {"a": Liar()})
+                   for expected in ("a", 1, 2.5, None, [1], {"a": 1}))
+    assert all(same(actual, expected) for actual, expected in [
+        (1, 1.0), (True, 1), (Text("a"), "a"), ([1, "a"], [1, "a"]), ({"a": [1]}, {"a": [1]}), (None, None),
+        (np.int64(3), 3), (np.float64(2.5), 2.5), ({1, 2}, {2, 1}), ((1, 2), (1, 2))])
+    assert not any(same(actual, expected) for actual, expected in [
+        ("3", 3), ((1,), [1]), ([1], (1,)), (1.0000001, 1.0), ({"a": 1}, {"a": 1, "b": 2})])
+    with pytest.raises(CheckFailed):
+        check_close(type("Float", (float,), {"__sub__": lambda self, other: 0.0})(3.0), 25.0, "25")
+
+
+def test_a_learners_text_is_never_a_formula_nor_markdown():
+    assert [cell_text(text) for text in ("=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx", "ok", "a\r\nb")] == \
+           ["'=1+1", "'+1", "'-1", "'@SUM(A1)", "'\tx", "?x", "ok", "a\nb"]
+    assert md("| **b** [x](http://e) <img src=x>\n# h") == \
+        "\\| \\*\\*b\\*\\* \\[x\\]\\(http://e\\) \\<img src=x\\> \\# h"
+    assert md("\x1b[31mred") == "?\\[31mred"
 
 
 # A notebook with one exercise is left out: solved, it is the solution notebook, which nbval
