@@ -4,7 +4,8 @@ The defenses (``defenses.py``) say yes or no; this module decides *when* each on
 in the order that keeps them honest:
 
 1. validate: invented arguments dropped, the rest checked and normalised (lesson 5);
-2. the tool-call guards, on those validated arguments (the first refusal wins);
+2. the tool-call guards, on those validated arguments (the first refusal wins), each on its
+   own copy: a guard that changes what it was shown changes nothing that runs;
 3. the tool, with exactly the arguments the guards checked;
 4. the result guards in order, on what the tool returned.
 
@@ -14,6 +15,7 @@ calls through :func:`guarded_executor`.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any
 
@@ -37,7 +39,7 @@ def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict[str, 
         if isinstance(checked, ToolResult):
             return checked
         for defense in defenses:
-            if reason := defense.check_call(run, name, checked):
+            if reason := defense.check_call(run, name, copy.deepcopy(checked)):
                 run.refusals.append((name, checked, reason))
                 return ToolResult.failure(ErrorKind.REFUSED, f"refused: {reason}")
         try:
