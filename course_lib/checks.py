@@ -143,7 +143,8 @@ def _shown(value: Any) -> str:
         return f"<a {type(value).__name__} that cannot be shown>"
 
 
-def uses_reference(call: Callable[[], Any], *references: Callable[..., Any]) -> list[str]:
+def uses_reference(call: Callable[[], Any], *references: Callable[..., Any],
+                   namespaces: tuple[dict[str, Any], ...] = ()) -> list[str]:
     """Run ``call()`` and return the names of the course's ``references`` that it reached.
 
     An exercise that asks a learner to write what the course also ships (lesson 8's
@@ -153,6 +154,9 @@ def uses_reference(call: Callable[[], Any], *references: Callable[..., Any]) -> 
     a recording stand-in that still does the real work, so nothing else changes::
 
         check(not uses_reference(lambda: wilson(5, 10), wilson_interval), "your own computation")
+
+    ``namespaces`` are more globals to look in: the grader runs a check in a copy of the
+    notebook's namespace and passes the notebook's own here, where the answer's names live.
     """
     import functools
     import sys
@@ -166,12 +170,13 @@ def uses_reference(call: Callable[[], Any], *references: Callable[..., Any]) -> 
             return original(*args, **kwargs)
         return recording
 
-    owners: list[Any] = [getattr(call, "__globals__", {})]  # dicts, or classes (set with setattr)
+    owners: list[Any] = [getattr(call, "__globals__", {}), *namespaces]  # dicts, or classes (set with setattr)
     for name, module in list(sys.modules.items()):
         if name == "course_lib" or name.startswith("course_lib."):
             owners.append(vars(module))
             owners += [value for value in vars(module).values() if isinstance(value, type) and value.__module__ == name]
-    owners += [value for value in owners[0].values() if isinstance(value, type)]  # the notebook's own classes
+    owners += [value for namespace in [owners[0], *namespaces] for value in namespace.values()
+               if isinstance(value, type)]  # the notebook's own classes
     swapped: list[tuple[Any, str, Any]] = []  # (owner, key, original), to put back
     stand_ins = [(reference, stand_in(reference)) for reference in references]
     try:

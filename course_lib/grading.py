@@ -55,17 +55,19 @@ if TYPE_CHECKING:
 #
 # Checks a learner cannot reach. The learner's cells run in the kernel before the checks,
 # so they could rebind `check`, patch `course_lib.grading` or `sys.modules`, swallow
-# errors, or print a fake "passed". So the grade reads neither the kernel's `check` nor
-# what a cell printed:
+# errors, rewrite later cells, or print a fake "passed". So the grade reads neither the
+# kernel's `check` nor what a cell printed:
 #
 # - before any learner cell, a hidden first cell (PREAMBLE) compiles a fresh copy of
-#   course_lib/checks.py from the grader's own text, keeps the builtins as they are then,
-#   and keeps a random key the grader made for this kernel;
-# - each published check cell runs as a call into that copy: the check's source runs in
-#   the notebook's namespace with the fresh checks and builtins in place of the learner's,
-#   and its outcome (passed, CheckFailed, another exception) is published as a display
-#   output signed with the key (HMAC) and bound to a nonce of that cell alone;
-# - the grader reads only that signed outcome; a check cell without one is an error.
+#   course_lib/checks.py from the grader's own text and every published check of the
+#   notebook, keeps the builtins as they are then, and makes a random key, which it sends
+#   back as its output (so the key is in no cell's text, nor in IPython's history);
+# - each check cell runs as `run(nonce, number)`: published check `number` runs in a copy of
+#   the notebook's namespace with the fresh checks and builtins in it (a thread that keeps
+#   rebinding `check` in the notebook changes nothing), the names it defines go back to the
+#   notebook, and its outcome (passed, CheckFailed, another exception) is published as a
+#   display output signed with the key (HMAC), bound to the nonce and the number;
+# - the grader reads only that signed outcome; a check cell without exactly one is an error.
 #
 # What this does not stop: code written against this harness in particular, which digs the
 # key out of the preamble's closure (gc, frames, ctypes). `review_notes` flags code that
@@ -177,17 +179,20 @@ TEXT_LIMIT = 2000  # characters of an error's text kept for a row
 OUTPUT_LIMIT = 2_000_000  # characters of output kept per cell (the rest is dropped, not held in memory)
 
 PREAMBLE = """\
-def _course_grading_install(key, checks_source, name, limit):
-    import builtins, hashlib, hmac, json, sys, types
+def _course_grading_install(checks_source, sources, name, limit):
+    import builtins, hashlib, hmac, json, secrets, sys, types
     from IPython import get_ipython
     from IPython.display import publish_display_data
 
     kept = dict(vars(builtins))
     checks = {"__name__": "course_lib.checks", "__builtins__": kept}
     exec(compile(checks_source, "course_lib/checks.py", "exec"), checks)
+    user_ns, reference = get_ipython().user_ns, checks["uses_reference"]
     fresh = {name_: checks[name_] for name_ in %(names)r}
-    failed, user_ns, absent = checks["CheckFailed"], get_ipython().user_ns, object()
-    run_code, make_code, kind_of, text_type = exec, compile, type, str
+    fresh["uses_reference"] = lambda call, *references: reference(call, *references, namespaces=(user_ns,))
+    codes = {number: compile(source, f"<published check {number}>", "exec") for number, source in sources.items()}
+    failed, key = checks["CheckFailed"], secrets.token_bytes(32)
+    run_code, kind_of, text_type, copy_of, listed = exec, type, str, dict, list
     dumps, sign, sha256, publish = json.dumps, hmac.new, hashlib.sha256, publish_display_data
 
     def text(value):
@@ -198,51 +203,60 @@ def _course_grading_install(key, checks_source, name, limit):
             shown = None
         return "(its text could not be read)" if shown is None else shown[:limit]
 
-    def run(nonce, source):
-        saved = {name_: user_ns.get(name_, absent) for name_ in (*fresh, "__builtins__")}
-        user_ns.update(fresh)
-        user_ns["__builtins__"] = kept
+    def run(nonce, number):
+        before = copy_of(user_ns)
+        scope = copy_of(before)
+        scope.update(fresh)
+        scope["__builtins__"] = kept
         try:
-            run_code(make_code(source, "<published check>", "exec"), user_ns)
+            run_code(codes[number], scope)
             outcome = ["passed", "", ""]
         except failed as problem:
             outcome = ["failed", "CheckFailed", text(problem)]
         except BaseException as problem:
             outcome = ["raised", text(kind_of(problem).__name__), text(problem)]
-        finally:
-            for name_, value in saved.items():
-                if value is absent:
-                    user_ns.pop(name_, None)
-                else:
-                    user_ns[name_] = value
-        body = dumps([nonce, *outcome])
+        for name_, value in listed(scope.items()):  # what the check defined, the notebook keeps
+            if name_ not in fresh and name_ != "__builtins__" and (name_ not in before or before[name_] is not value):
+                user_ns[name_] = value
+        body = dumps([nonce, number, *outcome])
         publish({%(mime)r: {"outcome": body, "mac": sign(key, body.encode(), sha256).hexdigest()}})
 
     sys.modules[name] = types.SimpleNamespace(run=run)
+    publish({%(mime)r: {"key": key.hex()}})
 
 
-_course_grading_install(%(key)r, %(source)r, %(module)r, %(limit)d)
+_course_grading_install(%(source)r, %(sources)r, %(module)r, %(limit)d)
 del _course_grading_install
 """
 
 
-def preamble(key: bytes, module: str) -> str:
-    """The hidden first cell of a graded kernel (see the comment above)."""
-    source = (Path(__file__).parent / "checks.py").read_text()
-    return PREAMBLE % {"names": CHECK_NAMES, "mime": VERDICT, "key": key, "source": source, "module": module,
-                       "limit": TEXT_LIMIT}
+def preamble(module: str, sources: dict[int, str]) -> str:
+    """The hidden first cell of a graded kernel (see the comment above): the published checks'
+    ``sources`` by number, compiled before any learner cell runs; the key is made in the kernel
+    and comes back as the cell's output, so it is in no cell's text (nor IPython's history)."""
+    checks = (Path(__file__).parent / "checks.py").read_text()
+    return PREAMBLE % {"names": CHECK_NAMES, "mime": VERDICT, "source": checks, "sources": sources,
+                       "module": module, "limit": TEXT_LIMIT}
 
 
-def harness(check_source: str, nonce: str, module: str) -> str:
-    """What the kernel runs for a published check cell: the check, through the preamble's copy."""
-    call = f"__import__('sys').modules[{module!r}].run({nonce!r}, {check_source!r})"
-    return f"# the published check, run by the grader\n{call}\n"
+def harness(number: int, nonce: str, module: str) -> str:
+    """What the kernel runs for published check ``number``: the preamble's copy of it."""
+    return f"# the published check, run by the grader\n__import__('sys').modules[{module!r}].run({nonce!r}, {number})\n"
+
+
+def key_of(cell: Any) -> str | None:
+    """The key the preamble made, from its output (hex)."""
+    for output in cell.get("outputs", []):
+        record = output.get("data", {}).get(VERDICT) if output.output_type == "display_data" else None
+        if isinstance(record, dict) and isinstance(record.get("key"), str):
+            return str(record["key"])
+    return None
 
 
 def outcome_of(cell: Any) -> tuple[str, str, str] | None:
     """``(status, ename, evalue)`` of a check cell, from its one signed outcome (None: none, or several)."""
     tag = cell.metadata.get("grading", {})
-    if "key" not in tag:
+    if not tag.get("key"):
         return None
     key, found = bytes.fromhex(tag["key"]), []
     for output in cell.get("outputs", []):
@@ -253,8 +267,8 @@ def outcome_of(cell: Any) -> tuple[str, str, str] | None:
         expected = hmac.new(key, record["outcome"].encode(), hashlib.sha256).hexdigest()
         if hmac.compare_digest(expected, record["mac"]):
             fields = json.loads(record["outcome"])
-            if fields[0] == tag["nonce"]:
-                found.append((str(fields[1]), str(fields[2]), str(fields[3])))
+            if fields[:2] == [tag["nonce"], tag["number"]]:
+                found.append((str(fields[2]), str(fields[3]), str(fields[4])))
     return found[0] if len(found) == 1 else None
 
 
@@ -284,14 +298,14 @@ def _client_class() -> Any:
     return Client
 
 
-async def _run_cell(client: Any, cell: Any, budget: float, grace: float) -> str:
+async def _run_cell(client: Any, cell: Any, budget: float, grace: float, store_history: bool = True) -> str:
     """Run one cell: ``done``, ``interrupted`` (stopped at ``budget``, it answered the interrupt),
     ``killed`` (it did not, ``grace`` seconds later: the kernel and its processes were killed),
     or ``died`` (the kernel ended by itself)."""
     from nbclient.exceptions import DeadKernelError
 
     client.spent = 0
-    task = asyncio.ensure_future(client.async_execute_cell(cell, 0))
+    task = asyncio.ensure_future(client.async_execute_cell(cell, 0, store_history=store_history))
     done, _ = await asyncio.wait({task}, timeout=max(budget, 0.1))
     stopped = not done
     if stopped:
@@ -337,6 +351,11 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
     quiet.setLevel(logging.CRITICAL)
     deadline = time.monotonic() + (notebook_timeout if notebook_timeout is not None else float("inf"))
     cells, notes, starts, index = notebook.cells, [], 0, 0
+    sources = {}
+    for number, cell in enumerate(cells):
+        if cell.metadata["grading"]["check"]:
+            cell.metadata["grading"]["number"] = number
+            sources[number] = cell.source
     setup = [cell for cell in cells if cell.metadata["grading"]["section"] == 0]
     not_attempted: set[int] = set()  # sections whose own code raised the stub's error
     while index < len(cells):
@@ -345,13 +364,14 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
         client = client_class(holder, km=manager() if manager else None, timeout=None, allow_errors=True,
                               kernel_name="python3", resources={"metadata": {"path": str(folder)}}, log=quiet,
                               shutdown_kernel="immediate", startup_timeout=120)
-        key, module = secrets.token_bytes(32), f"_course_grading_{secrets.token_hex(6)}"
+        module = f"_course_grading_{secrets.token_hex(6)}"
         try:
             async with client.async_setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                                  cleanup_kc=True):  # the kernel ends with the block, ours or not
-                first = nbformat.v4.new_code_cell(preamble(key, module))
-                if await _run_cell(client, first, 60, grace) != "done" or error_of(first):
+                first = nbformat.v4.new_code_cell(preamble(module, sources))
+                if await _run_cell(client, first, 60, grace, store_history=False) != "done" or not key_of(first):
                     notes.append(f"the grader's first cell failed in this kernel: {error_of(first)}")
+                key = key_of(first) or ""
                 if starts > 1:  # a new kernel after a killed one: the setup again, then the next exercise
                     for cell in setup:
                         again = nbformat.v4.new_code_cell(cell.source)
@@ -371,8 +391,8 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
                         continue  # its checks could only fail, and some would spend minutes on the model first
                     runnable = cell
                     if tag["check"]:
-                        tag.update(nonce=secrets.token_hex(8), key=key.hex())
-                        runnable = nbformat.v4.new_code_cell(harness(cell.source, tag["nonce"], module))
+                        tag.update(nonce=secrets.token_hex(8), key=key)
+                        runnable = nbformat.v4.new_code_cell(harness(tag["number"], tag["nonce"], module))
                     by_notebook = left < cell_timeout
                     outcome = await _run_cell(client, runnable, min(cell_timeout, left), grace)
                     if runnable is not cell:
@@ -524,6 +544,7 @@ SUSPICIOUS_NAMES = {
     "_course_grading": "touches the grader's harness", "course_lib.checks": "touches the checks module",
     "course_lib.grading": "touches the grading module", "inspect": "uses inspect", "importlib": "uses importlib",
     "signal": "handles signals", "fork": "forks processes", "kill": "kills processes",
+    "globals": "changes globals()", "linecache": "reads the kernel's source cache",
 }
 
 
@@ -550,6 +571,8 @@ def review_notes(cells: list[Any]) -> list[str]:
                     [] if {alias.name for alias in node.names} <= {*CHECK_NAMES, "report"} else [node.module or ""]
                 found |= {why for module in modules for name, why in SUSPICIOUS_NAMES.items()
                           if module == name or module.startswith(name + ".")}
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+                bound = [keyword.arg or "" for keyword in node.keywords]  # globals().update(check=...)
             if set(bound) & set(CHECK_NAMES):
                 found.add("rebinds a check function")
             if isinstance(node, ast.Attribute):

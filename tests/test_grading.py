@@ -68,6 +68,7 @@ def test_every_exercise_is_found_with_its_checks(path):
         assert part.checks, f"exercise {part.number} has no check cell"
         assert part.title and "·" not in part.title
         for cell in part.checks:
+            compile(cell.source, "<check>", "exec")  # plain Python: the grader compiles it before the learner's cells
             kind, number = CHECK_LABEL.match(cell.source).groups()
             assert kind == "step" or int(number) == part.number, \
                 f"{cell.source.splitlines()[0]!r} is in exercise {part.number}"
@@ -93,6 +94,24 @@ def test_the_report_is_plain_text_with_a_count():
 
 SECRET = "s3cr3t-of-the-instructor"
 CELL_TIMEOUT, GRACE = 5, 2
+
+HISTORY_FORGER = r"""import hashlib, hmac, json, linecache, re
+shell = get_ipython()
+texts = [repr(shell.user_ns.get(name)) for name in ("In", "_ih", "Out")] + [repr(linecache.cache)]
+keys = sorted(set(re.findall(r"[0-9a-f]{64}", " ".join(texts))))  # any key in the history of the kernel
+
+def forge(lines):  # the grader's call becomes a "passed", signed with every key found
+    found = re.search(r"run\('([0-9a-f]+)', (\d+)\)", "".join(lines))
+    if not found:
+        return lines
+    body = json.dumps([found.group(1), int(found.group(2)), "passed", "", ""])
+    signed = [{"outcome": body, "mac": hmac.new(bytes.fromhex(key), body.encode(), hashlib.sha256).hexdigest()}
+              for key in keys]
+    return ["from IPython.display import publish_display_data\n",
+            f"for record in {signed!r}:\n",
+            "    publish_display_data({'application/vnd.course-grading.verdict+json': record})\n"]
+
+shell.input_transformers_post.append(forge)"""
 
 FORGERS = {  # each answers exercise 1 with a wrong key, then tries to pass anyway
     "forger-rebind": 'return "x"\n\ncheck = check_equal = check_close = lambda *a, **k: None',
@@ -123,6 +142,11 @@ FORGERS = {  # each answers exercise 1 with a wrong key, then tries to pass anyw
         '        if isinstance(record, dict) and "outcome" in record:\n'
         "            record[\"outcome\"] = record[\"outcome\"].replace('\"failed\"', '\"passed\"')\n"
         "    return publish(data, *args, **kwargs)\n\nshell.display_pub.publish = rewritten"),
+    "forger-thread": (  # a thread that keeps rebinding the checks in the notebook's namespace
+        'return "x"\n\nimport threading\n\ndef rebind():\n    while True:\n'
+        "        globals().update(check=lambda *a, **k: None, check_equal=lambda *a, **k: None)\n\n"
+        "threading.Thread(target=rebind, daemon=True).start()"),
+    "forger-history": 'return "x"\n\n' + HISTORY_FORGER,
     "forger-equal": (
         "class Anything(str):  # equal to everything, and different from everything\n"
         "        __eq__ = __ne__ = lambda self, other: True\n"
@@ -203,7 +227,7 @@ try:
     httpx.post(f"{client.host}/api/chat", json={"model": "crash", "messages": []}, timeout=10)
 except httpx.HTTPError:
     pass
-raise RuntimeError(f"signals refused: {refused}")"""
+raise RuntimeError(f"signals refused: {sorted(set(refused))}")"""
 
 FORMULA = ("raise type('=HYPERLINK(\"http://evil.example\",\"click\")', (Exception,), {})(\n"
            "    '| **bold** [x](http://evil.example) <img src=x onerror=alert(1)> `code`')")
@@ -334,6 +358,13 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
         assert got["message"].startswith(want["message"]), (got, want)
         assert (want["note"] in got["note"]) if want["note"] else got["note"] == "", (got, want)
 
+    # the sandbox changes no honest learner's grade: the same notebooks graded as a learner grades their own
+    for learner in ("ada", "ben", "cleo", "zed"):
+        plain = grade(class_dir / learner / "06_side_effects.ipynb", cell_timeout=CELL_TIMEOUT)
+        assert [(result.status, result.message) for result in plain] == \
+               [(row["status"], row["message"]) for row in rows
+                if row["learner"] == learner and row["notebook"] == "06_side_effects.ipynb"], learner
+
     # nothing escaped: no secret, no write outside the kernel's folder, no process left
     summary = (out / "summary.md").read_text()
     assert SECRET not in csv_text + summary
@@ -353,7 +384,7 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert summary.startswith("# Grades\n\nSandbox: process sandbox") and "PID namespace" in box.describe()
     assert "| learner | 01 | 06 | 07 | 08 |" in summary and "| ada | – | 3/3 | – | – |" in summary
     assert "| fay | – | error | – | – |" in summary and "| quinn | – | 2/3 | error | error |" in summary
-    assert "| 06 | 1 · A canonical key | 5 of 23 (22%) | 11 | 1 | 6 |" in summary
+    assert "| 06 | 1 · A canonical key | 5 of 25 (20%) | 12 | 1 | 7 |" in summary
 
 
 def test_the_sandbox_says_what_it_is():
