@@ -338,7 +338,7 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
         server.close()
     seconds = time.monotonic() - clock
     print(f"graded {len(rows)} rows of {len(list(class_dir.iterdir()))} learners in {seconds:.0f} s")
-    assert seconds < 150, "the whole class took about 60 s here"
+    assert seconds < 150, "the whole class took about 41 s here (2 cores)"
 
     csv_text = (out / "grades.csv").read_text()
     with open(out / "grades.csv", newline="") as file:
