@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from course_lib.server.guard import (
-    BadRequest,
+    ApiError,
     check_content_type,
     check_origin_and_host,
     origin_allowed,
@@ -36,7 +36,7 @@ def test_more_origins_can_be_allowed_by_pattern():
 ])
 def test_a_foreign_host_name_is_refused_on_loopback(host, bound, refused):
     if refused:
-        with pytest.raises(BadRequest) as caught:
+        with pytest.raises(ApiError) as caught:
             check_origin_and_host({"host": host}, bound, [])
         assert caught.value.status == 403
     else:
@@ -51,7 +51,7 @@ def test_a_body_must_be_declared_json(content_type, ok):
     if ok:
         check_content_type(content_type)
     else:
-        with pytest.raises(BadRequest, match="application/json"):
+        with pytest.raises(ApiError, match="application/json"):
             check_content_type(content_type)
 
 
@@ -62,7 +62,7 @@ async def chunks(*parts):
 
 def test_a_body_is_cut_off_as_soon_as_it_is_too_large():
     assert asyncio.run(read_limited(chunks(b"ab", b"cd"), limit=4)) == b"abcd"
-    with pytest.raises(BadRequest) as caught:
+    with pytest.raises(ApiError) as caught:
         asyncio.run(read_limited(chunks(b"ab", b"cd", b"e"), limit=4))
     assert caught.value.status == 413
 
@@ -73,7 +73,7 @@ def test_a_body_is_cut_off_as_soon_as_it_is_too_large():
     ('{"a": 1}'.encode("utf-16"), "UTF-8"), (b'{"a": "\xe9"}', "UTF-8"), (b"[1]", "JSON object"),
 ])
 def test_bodies_that_would_fail_later_are_refused_now(body, words):
-    with pytest.raises(BadRequest, match=words):
+    with pytest.raises(ApiError, match=words):
         parse_json_object(body)
 
 

@@ -66,22 +66,13 @@ from .generation import (
     PromptTooLong,
     ServedModel,
 )
-from .guard import BadRequest, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
+from .guard import ApiError, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
 from .scheduler import QueueFull, Scheduler
 from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
 from .supervisor import ModelRestarted, SupervisedEngine
 from .wire import ChatRequest, GenerateRequest, ShowRequest
 
 Body = TypeVar("Body", bound=BaseModel)
-
-
-class ApiError(Exception):
-    """An error the client caused or must wait out, sent as ``{"error": message}``."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def now_rfc3339() -> str:
@@ -246,11 +237,8 @@ async def dialect_chat(engine: ServedModel, scheduler: Scheduler, request: Reque
 
 async def read_json(request: Request) -> dict[str, Any]:
     """The body as a JSON object, or a 4xx that says what is wrong (``server_guard``)."""
-    try:
-        check_content_type(request.headers.get("content-type"))
-        return parse_json_object(await read_limited(request.stream()))
-    except BadRequest as refused:
-        raise ApiError(refused.status, refused.message) from None
+    check_content_type(request.headers.get("content-type"))
+    return parse_json_object(await read_limited(request.stream()))
 
 
 async def unless_client_leaves(request: Request, work: Awaitable[Any]) -> Any:

@@ -58,7 +58,7 @@ from typing import Any
 
 from ..messages import Message
 from ..tool_parser import call_format
-from .guard import BadRequest, parse_json
+from .guard import ApiError, parse_json
 
 MAX_OUTPUT_TOKENS = 32_768  # the server's bound on options.num_predict (wire.py)
 
@@ -122,7 +122,7 @@ def decode_arguments(text: str, where: str) -> Any:
     depth check could not see inside the string."""
     try:
         return parse_json(text.encode("utf-8"))
-    except BadRequest as problem:
+    except ApiError as problem:
         reason = problem.message.removeprefix("invalid JSON body: ")
         raise DialectError(f"{where} is not valid JSON: {reason}") from None
     except UnicodeEncodeError:

@@ -34,8 +34,9 @@ APP_SCHEMES = ("app", "file", "tauri", "vscode-webview", "vscode-file")  # Ollam
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class BadRequest(Exception):
-    """A request refused before it reached the model: ``status`` and a message that helps."""
+class ApiError(Exception):
+    """An error the client caused or must wait out: ``status`` and a message that helps, sent in
+    the error format of the API the request was made to (``app.error_body``)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -74,14 +75,14 @@ def allowed_origins_from_env() -> list[str]:
 
 
 def check_origin_and_host(headers: dict[str, str], bound_host: str, extra_origins: list[str]) -> None:
-    """Raise ``BadRequest(403)`` for a foreign web page or a foreign ``Host`` name."""
+    """Raise ``ApiError(403)`` for a foreign web page or a foreign ``Host`` name."""
     origin = headers.get("origin")
     if origin is not None and not origin_allowed(origin, extra_origins):
-        raise BadRequest(403, f"origin {origin!r} is not allowed: only pages on this machine may use this "
+        raise ApiError(403, f"origin {origin!r} is not allowed: only pages on this machine may use this "
                               "server (set COURSE_ORIGINS to allow another)")
     host = headers.get("host")
     if host is not None and is_loopback(bound_host) and not is_loopback(host_name(host)):
-        raise BadRequest(403, f"host {host!r} is not allowed: this server answers only to loopback names "
+        raise ApiError(403, f"host {host!r} is not allowed: this server answers only to loopback names "
                               "such as localhost and 127.0.0.1")
 
 
@@ -89,17 +90,17 @@ def check_content_type(content_type: str | None) -> None:
     """A body must say it is JSON (a browser can send ``text/plain`` to any site without asking)."""
     kind = (content_type or "").split(";")[0].strip().lower()
     if kind != "application/json" and not kind.endswith("+json"):
-        raise BadRequest(415, f"the body must be sent as Content-Type: application/json, not {kind or 'nothing'!r} "
+        raise ApiError(415, f"the body must be sent as Content-Type: application/json, not {kind or 'nothing'!r} "
                               "(curl: add -H 'Content-Type: application/json')")
 
 
 async def read_limited(chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES) -> bytes:
-    """The whole body, or ``BadRequest(413)`` as soon as it grows past ``limit`` bytes."""
+    """The whole body, or ``ApiError(413)`` as soon as it grows past ``limit`` bytes."""
     body = bytearray()
     async for chunk in chunks:
         body += chunk
         if len(body) > limit:
-            raise BadRequest(413, f"the request body is larger than {limit // (1024 * 1024)} MiB")
+            raise ApiError(413, f"the request body is larger than {limit // (1024 * 1024)} MiB")
     return bytes(body)
 
 
@@ -119,24 +120,24 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     ``NaN``/``Infinity`` and numbers that overflow, deep nesting, lone surrogates."""
     data = parse_json(body)
     if not isinstance(data, dict):
-        raise BadRequest(400, "the request body must be a JSON object")
+        raise ApiError(400, "the request body must be a JSON object")
     return data
 
 
 def parse_json(body: bytes) -> Any:
     """Decode any UTF-8 JSON value with the checks of ``parse_json_object``."""
     if b"\x00" in body:  # JSON text never holds a NUL byte; UTF-16 text is full of them
-        raise BadRequest(400, "invalid JSON body: it must be UTF-8 (it holds NUL bytes: UTF-16?)")
+        raise ApiError(400, "invalid JSON body: it must be UTF-8 (it holds NUL bytes: UTF-16?)")
     try:
         text = body.decode("utf-8") if body else "{}"
     except UnicodeDecodeError as error:
-        raise BadRequest(400, f"invalid JSON body: it must be UTF-8 ({error.reason} at byte {error.start})") from None
+        raise ApiError(400, f"invalid JSON body: it must be UTF-8 ({error.reason} at byte {error.start})") from None
     try:
         data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
-        raise BadRequest(400, f"invalid JSON body: nested more than {MAX_JSON_DEPTH} levels deep") from None
+        raise ApiError(400, f"invalid JSON body: nested more than {MAX_JSON_DEPTH} levels deep") from None
     except ValueError as error:  # JSONDecodeError, NaN, overflow, an integer of thousands of digits
-        raise BadRequest(400, f"invalid JSON body: {error}") from None
+        raise ApiError(400, f"invalid JSON body: {error}") from None
     check_depth_and_text(data)
     return data
 
@@ -148,10 +149,10 @@ def check_depth_and_text(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
     while stack:
         item, depth = stack.pop()
         if depth > limit:
-            raise BadRequest(400, f"invalid JSON body: nested more than {limit} levels deep")
+            raise ApiError(400, f"invalid JSON body: nested more than {limit} levels deep")
         if isinstance(item, str):
             if LONE_SURROGATE.search(item):
-                raise BadRequest(400, "invalid JSON body: a string holds a lone surrogate (\\ud800-\\udfff)")
+                raise ApiError(400, "invalid JSON body: a string holds a lone surrogate (\\ud800-\\udfff)")
         elif isinstance(item, dict):
             stack += [(key, depth) for key in item] + [(child, depth + 1) for child in item.values()]
         elif isinstance(item, list):
@@ -177,7 +178,7 @@ class OriginAndHostGuard:
             headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
             try:
                 check_origin_and_host(headers, self.bound_host, self.extra_origins)
-            except BadRequest as refused:
+            except ApiError as refused:
                 body = json.dumps(self.error_body(scope["path"], refused.message, refused.status)).encode()
                 await send({"type": "http.response.start", "status": refused.status,
                             "headers": [(b"content-type", b"application/json"),
