@@ -63,16 +63,22 @@ def resolve_host(value: str | None = None) -> str:
     return f"{parts.scheme}://{host}:{port}{parts.path.rstrip('/')}"
 
 
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """``Authorization: Bearer KEY`` for a server that requires a key (Ollama's and OpenAI's way)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 class Client:
     """Talks to one Ollama-compatible server, with ``model`` as the default model."""
 
     def __init__(self, host: str | None = None, model: str = DEFAULT_MODEL,
-                 timeout: float = 300.0, echo: bool = False) -> None:
+                 timeout: float = 300.0, echo: bool = False, api_key: str | None = None) -> None:
         self.host = resolve_host(host)
         self.model = model
         self.echo = echo
         self.last: Exchange | None = None
-        self._http = httpx.Client(base_url=self.host, timeout=timeout)
+        self.api_key = api_key or config.api_key()  # a room's server wants it (COURSE_API_KEY)
+        self._http = httpx.Client(base_url=self.host, timeout=timeout, headers=auth_headers(self.api_key))
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
              options: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:

@@ -17,6 +17,8 @@ variable               what it does                                             
                        wildcards), like ``OLLAMA_ORIGINS``
 ``COURSE_SERVER_LOG``  the embedded server's log level (default ``warning``)       ``server.app``
 ``OLLAMA_HOST``        where to look for a running server                          ``client``
+``COURSE_API_KEY``     the key a room's server requires (``--api-key``), and the    ``server.app``,
+                       key the course's clients send as ``Authorization: Bearer``   ``client``, ``runtime``
 =====================  ==========================================================  ==================
 
 Each is read when it is needed, not at import time, so a notebook or a test can change
@@ -78,3 +80,8 @@ def server_log_level() -> str:
 
 def ollama_host() -> str | None:
     return os.environ.get("OLLAMA_HOST")
+
+
+def api_key() -> str | None:
+    """``COURSE_API_KEY``: the room server's key, which the course's clients send (None: no key)."""
+    return os.environ.get("COURSE_API_KEY") or None

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from . import config
-from .client import Client, resolve_host
+from .client import Client, auth_headers, resolve_host
 from .models import cache_dir, spec_for
 
 
@@ -120,7 +120,8 @@ def answers(url: str) -> bool:
 def served_models(url: str) -> set[str]:
     """The model names the server at ``url`` lists in ``/api/tags`` (none if it does not answer)."""
     try:
-        return {entry["name"] for entry in httpx.get(f"{url}/api/tags", timeout=5.0).json()["models"]}
+        tags = httpx.get(f"{url}/api/tags", timeout=5.0, headers=auth_headers(config.api_key()))
+        return {entry["name"] for entry in tags.json()["models"]}
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return set()
 

@@ -66,7 +66,7 @@ from .generation import (
     PromptTooLong,
     ServedModel,
 )
-from .guard import ApiError, OriginAndHostGuard, check_content_type, parse_json_object, read_limited
+from .guard import ApiError, OriginAndHostGuard, check_content_type, is_loopback, parse_json_object, read_limited
 from .scheduler import QueueFull, Scheduler
 from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
 from .supervisor import ModelRestarted, SupervisedEngine
@@ -97,12 +97,13 @@ def error_body(path: str, message: str, status: int) -> dict[str, Any]:
 
 
 def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0.0.1",
-               allowed_origins: list[str] | None = None) -> FastAPI:
+               allowed_origins: list[str] | None = None, api_key: str | None = None) -> FastAPI:
     """The FastAPI application serving ``engine`` under the name ``engine.name``.
 
     ``bound_host`` is the address the server listens on: on loopback, requests must name a
     loopback host. ``allowed_origins`` adds web pages that may call it (default: the
-    ``COURSE_ORIGINS`` environment variable); pages on this machine always may.
+    ``COURSE_ORIGINS`` environment variable); pages on this machine always may. With an
+    ``api_key`` every request but ``GET /`` must carry it (``guard.check_api_key``).
     """
     scheduler = Scheduler(engine, max_queue)
 
@@ -114,7 +115,7 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
     app = FastAPI(title="course_lib embedded Ollama-compatible server", lifespan=lifespan)
     app.state.scheduler = scheduler
     app.add_middleware(OriginAndHostGuard, bound_host=bound_host, error_body=error_body,
-                       extra_origins=allowed_origins)
+                       extra_origins=allowed_origins, api_key=api_key)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
@@ -488,7 +489,12 @@ def exit_with_parent(parent_pid: int) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The server's command line (``python -m course_lib.server --help``)."""
     parser = argparse.ArgumentParser(prog="python -m course_lib.server", description=__doc__.split("\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: this machine only); 0.0.0.0 serves a room and "
+                             "needs --api-key")
+    parser.add_argument("--api-key", default=config.api_key(), metavar="KEY",
+                        help="require 'Authorization: Bearer KEY' on every request but GET / (default: "
+                             "COURSE_API_KEY); required when --host is not a loopback address")
     parser.add_argument("--port", type=int, default=11434)
     parser.add_argument("--max-queue", type=int, default=8, help="requests that may wait for a slot")
     parser.add_argument("--parallel", type=int, default=None, metavar="N",
@@ -524,6 +530,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--prompt-cache takes a number of slots (0 or more)")
     if any(value is not None and value < 1 for value in (args.parallel, args.batch_rows)):
         parser.error("--parallel and --batch-rows take a number (1 or more)")
+    if not is_loopback(args.host) and not args.api_key:
+        parser.error(f"--host {args.host} serves every machine that can reach this one: give --api-key KEY "
+                     "(or set COURSE_API_KEY), and the same key to the learners")
     if args.reset_cache:
         args.prompt_cache = 0
     if args.prompt_cache == 0:
@@ -570,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loaded {name} from {path} in {info.get('load_duration', 0) / 1e9:.2f} s{where}{describe_engine(info)}",
           file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host), host=args.host, port=args.port,
+    served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host, api_key=args.api_key),
+                            host=args.host, port=args.port,
                             log_level=config.server_log_level(), timeout_graceful_shutdown=2)
     # uvicorn catches SIGINT/SIGTERM, finishes shutting down, then raises the signal again
     # for the handler that was there before: ours, which makes that a normal exit.

@@ -272,8 +272,8 @@ def openai_response(model: str, content: str, tool_calls: list[Message], done_re
 
 
 def openai_error(message: str, status: int) -> dict[str, Any]:
-    kind = {404: "not_found_error", 503: "server_overloaded"}.get(status, "invalid_request_error" if status < 500
-                                                                   else "server_error")
+    fallback = "invalid_request_error" if status < 500 else "server_error"
+    kind = {401: "authentication_error", 404: "not_found_error", 503: "server_overloaded"}.get(status, fallback)
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
@@ -403,6 +403,6 @@ def anthropic_response(model: str, content: str, tool_calls: list[Message], done
 
 
 def anthropic_error(message: str, status: int) -> dict[str, Any]:
-    kind = {404: "not_found_error", 503: "overloaded_error"}.get(status, "invalid_request_error" if status < 500
-                                                                   else "api_error")
+    fallback = "invalid_request_error" if status < 500 else "api_error"
+    kind = {401: "authentication_error", 404: "not_found_error", 503: "overloaded_error"}.get(status, fallback)
     return {"type": "error", "error": {"type": kind, "message": message}}

@@ -23,6 +23,7 @@ import fnmatch
 import ipaddress
 import json
 import re
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -162,15 +163,34 @@ def check_depth_and_text(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
+def check_api_key(headers: dict[str, str], path: str, api_key: str | None) -> None:
+    """Raise ``ApiError(401)`` unless the request carries the server's key (when it has one).
+
+    A server that listens beyond this machine (``--host 0.0.0.0``, a room's server) requires a
+    key, as llama-server's and vLLM's ``--api-key`` do: ``Authorization: Bearer KEY`` (Ollama's
+    and OpenAI's clients) or ``x-api-key: KEY`` (Anthropic's). Only ``GET /``, the health check,
+    is open. The comparison takes the same time whatever the guess.
+    """
+    if api_key is None or path == "/":
+        return
+    bearer = headers.get("authorization", "")
+    given = bearer[7:].strip() if bearer[:7].lower() == "bearer " else headers.get("x-api-key", "")
+    if not secrets.compare_digest(given.encode(), api_key.encode()):
+        raise ApiError(401, "invalid or missing API key: this server requires 'Authorization: Bearer KEY' "
+                            "(the key is in COURSE_API_KEY)" if not given else "invalid API key")
+
+
 class OriginAndHostGuard:
-    """ASGI middleware: refuse foreign origins and hosts before any route runs."""
+    """ASGI middleware: refuse foreign origins and hosts, and requests without the server's key
+    (if it has one), before any route runs."""
 
     def __init__(self, app: ASGIApp, bound_host: str, error_body: Callable[[str, str, int], dict[str, Any]],
-                 extra_origins: list[str] | None = None) -> None:
+                 extra_origins: list[str] | None = None, api_key: str | None = None) -> None:
         self.app = app
         self.bound_host = bound_host
         self.error_body = error_body
         self.extra_origins = allowed_origins_from_env() if extra_origins is None else extra_origins
+        self.api_key = api_key
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
@@ -178,6 +198,7 @@ class OriginAndHostGuard:
             headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
             try:
                 check_origin_and_host(headers, self.bound_host, self.extra_origins)
+                check_api_key(headers, scope["path"], self.api_key)
             except ApiError as refused:
                 body = json.dumps(self.error_body(scope["path"], refused.message, refused.status)).encode()
                 await send({"type": "http.response.start", "status": refused.status,
