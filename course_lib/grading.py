@@ -375,7 +375,8 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
                 if starts > 1:  # a new kernel after a killed one: the setup again, then the next exercise
                     for cell in setup:
                         again = nbformat.v4.new_code_cell(cell.source)
-                        if await _run_cell(client, again, cell_timeout, grace) != "done" or error_of(again):
+                        budget = min(cell_timeout, max(deadline - time.monotonic(), 0.1))
+                        if await _run_cell(client, again, budget, grace) != "done" or error_of(again):
                             _not_run(cells[index:], "the kernel was restarted and the setup failed there: "
                                      + "{}: {}".format(*(error_of(again) or ("stopped", "it did not finish"))))
                             return notes

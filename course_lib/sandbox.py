@@ -169,6 +169,8 @@ def _lock_down_and_run(plan: dict, command: list[str], in_namespace: bool) -> No
         signal.signal(number, signal.SIG_DFL)  # ignored signals would stay ignored in the kernel
     for name, value in plan["limits"].items():
         limit = getattr(resource, f"RLIMIT_{name}")
+        hard = resource.getrlimit(limit)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)  # never above what we were given
         resource.setrlimit(limit, (value, value))
     if plan["landlock"]:
         _landlock(plan)
@@ -199,6 +201,7 @@ def _exit_code(status: int) -> int:
 def launch(argv: list[str]) -> int:
     """``PLAN -- COMMAND...``: run COMMAND (the kernel) under the JSON PLAN."""
     plan, command = json.loads(argv[0]), argv[argv.index("--") + 1:]
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the grader gone (Ctrl-C), this goes, and the kernel with it
     _close_inherited_descriptors()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt sent to the group is for the kernel
     if not (plan["pid_namespace"] and _own_pid_namespace()):
@@ -317,6 +320,7 @@ class Sandbox:
             own = uid if uid is not None else free_uid()
             candidates.append(cls(own, own, abi, True, limits))
         candidates += [cls(None, None, abi, True, limits), cls(None, None, abi, False, limits)]
+        candidates += [cls(None, None, 0, False, limits)] if abi else []  # Landlock there, but refused
         failures = []
         for sandbox in candidates:
             facts = sandbox.run_probe()
