@@ -1,4 +1,5 @@
-"""The layers of ``course_lib`` (README, "Architecture"): every import points down, never up."""
+"""The layers of ``course_lib`` (README, "Architecture"): every import points down, never up,
+and no module needs itself to load (no import cycle)."""
 
 import ast
 from pathlib import Path
@@ -32,12 +33,15 @@ def layer_of(module: str) -> int:
     return next(index for index, names in enumerate(LAYERS) if top in names)
 
 
-def imports_of(path: Path) -> list[str]:
-    """The ``course_lib`` modules a file imports, as absolute dotted names."""
+def imports_of(path: Path, at_load: bool = False) -> list[str]:
+    """The ``course_lib`` modules a file imports, as absolute dotted names.
+
+    ``at_load``: only the imports that run when the module is loaded, not those inside a
+    function (a function's import runs when it is called, once every module is loaded)."""
     module = ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in (statements_at_load(ast.parse(path.read_text())) if at_load else ast.walk(ast.parse(path.read_text()))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
@@ -50,7 +54,60 @@ def imports_of(path: Path) -> list[str]:
     return [name for name in found if name.split(".")[0] == "course_lib"]
 
 
+def statements_at_load(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` outside function bodies: what runs when the module is loaded
+    (``if TYPE_CHECKING:`` blocks included: mypy follows them, and a circle there is one too)."""
+    found, waiting = [], [tree]
+    while waiting:
+        node = waiting.pop()
+        found.append(node)
+        waiting += [child for child in ast.iter_child_nodes(node)
+                    if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    return found
+
+
+def module_file(name: str) -> str:
+    """The module a dotted import name loads: ``course_lib.security.bench.judge`` is the module
+    ``course_lib.security.bench``, ``course_lib.security`` its package's ``__init__``."""
+    parts = name.split(".")
+    while len(parts) > 1:
+        path = LIBRARY.parent.joinpath(*parts)
+        if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+            break
+        parts.pop()
+    return ".".join(parts)
+
+
 FILES = sorted(LIBRARY.rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package, and the modules of the package it imports when it loads."""
+    return {module_name(path): {module_file(name) for name in imports_of(path, at_load=True)} - {module_name(path)}
+            for path in FILES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every circle of imports in ``graph``, each as the path that closes it (``[a, b, a]``),
+    found by a depth-first walk."""
+    found, done = [], set()
+
+    def walk(module: str, path: list[str]) -> None:
+        for imported in sorted(graph.get(module, ())):
+            if imported in path:
+                found.append(path[path.index(imported):] + [imported])
+            elif imported not in done:
+                walk(imported, [*path, imported])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            walk(module, [module])
+    return found
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(LIBRARY)))
@@ -65,3 +122,24 @@ def test_every_module_has_a_layer():
     for path in LIBRARY.iterdir():
         if path.suffix == ".py" and path.name != "__init__.py" or path.is_dir() and (path / "__init__.py").exists():
             assert path.stem in placed, f"{path.name} is in no layer: add it to LAYERS and the README's table"
+
+
+def test_no_module_imports_itself_through_others():
+    """A circle (``a`` imports ``b``, which imports ``a``) loads only in one order, and a
+    reader cannot tell which module comes first: move what both need down, into a module
+    of its own, or import inside the function that needs it."""
+    assert not cycles(import_graph()), f"import cycles: {cycles(import_graph())}"
+
+
+def test_the_cycle_check_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_the_cycle_check_reads_what_runs_at_load():
+    """An import inside a function is no edge; one under ``if TYPE_CHECKING:`` is."""
+    tree = ast.parse("import os\nif TYPE_CHECKING:\n    import a\ndef f():\n    import b\n")
+    names = [alias.name for node in statements_at_load(tree) if isinstance(node, ast.Import) for alias in node.names]
+    assert sorted(names) == ["a", "os"]
+    assert module_file("course_lib.security.bench.judge") == "course_lib.security.bench"
+    assert module_file("course_lib.__version__") == "course_lib"

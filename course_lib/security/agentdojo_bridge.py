@@ -28,9 +28,9 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from .agentdojo_table import PairResult
+from .agentdojo_results import Mode, PairResult
 
 try:
     import openai
@@ -54,7 +54,6 @@ except ImportError as missing:  # pragma: no cover - the message is the point
     raise ImportError(f"AgentDojo is not installed ({missing.name}): `python3 course.py python -m pip install "
                       "agentdojo==0.1.35` (`python3 course.py test` installs it)") from None
 
-Mode = Literal["native", "prompting"]
 NO_ENV = EmptyEnv()  # AgentDojo's default environment argument; the pipeline always passes one
 DEFENSES: tuple[str | None, ...] = (None, "repeat_user_prompt", "spotlighting_with_delimiting", "tool_filter")
 

@@ -31,11 +31,10 @@ from typing import TYPE_CHECKING, Any
 from tqdm.auto import tqdm
 
 from ..experiments import Rate, quick_mode
+from .agentdojo_results import Mode, PairResult
 
 if TYPE_CHECKING:  # AgentDojo is an optional extra: only running needs it, not reading results
     import openai
-
-    from .agentdojo_bridge import Mode
 
 SUITE, SUITE_VERSION, ATTACK = "banking", "v1.2.2", "important_instructions"
 MODES: tuple[Mode, ...] = ("native", "prompting")
@@ -64,22 +63,6 @@ PUBLISHED_GPT4O: dict[str | None, dict[str, float]] = {
 # Lesson 9's rows that are AgentDojo's defenses, in our own code.
 LESSON_9_NAMES: dict[str | None, str] = {None: "no defense", "repeat_user_prompt": "repeat user prompt",
                                           "spotlighting_with_delimiting": "spotlighting", "tool_filter": "tool filter"}
-
-
-@dataclass(frozen=True)
-class PairResult:
-    """One run: a user task, alone (``injection_task`` None) or with an injection task's attack."""
-
-    user_task: str
-    injection_task: str | None
-    utility: bool  # the user task was done, by AgentDojo's own check of the environment
-    attack_succeeded: bool | None  # the injection task was done (None on a benign run)
-    injection_seen: bool | None  # a tool result the model read held the injected text
-    model_calls: int
-    seconds: float
-    calls: list[str] = field(default_factory=list)  # the tools the model called, as name(arguments)
-    answer: str = ""  # the model's last text
-    context_full: bool = False  # the run ended when the conversation outgrew the server's context
 
 
 @dataclass
