@@ -20,7 +20,6 @@ from .bench import (
     save_table,
     summarise,
     table_cases,
-    table_markdown,
     table_text,
 )
 from .defenses import (
@@ -57,6 +56,5 @@ __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "Fa
            "Row", "RunContext", "ScenarioError", "Scenarios",
            "Spotlighting", "ToolFilter", "Workspace", "best_defense", "build_workspace", "claims",
            "guarded_executor", "holds", "load_outcomes", "load_scenarios", "plot_table", "request_reviewer",
-           "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_markdown",
-           "table_text",
+           "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_text",
            "tools_for_request"]

@@ -282,29 +282,6 @@ def table_text(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def table_markdown(rows: list[Row]) -> str:
-    """The table in Markdown (for the README): percent [95% interval], n in the header."""
-    def short(rate: Rate) -> str:
-        if rate.n == 0:
-            return "-"
-        low, high = rate.interval
-        return f"{rate.value:.0%} [{low * 100:.0f}, {high * 100:.0f}]"
-
-    def n(rate: Rate) -> str:
-        return f"n = {rate.n}" if rate.sample_size == rate.n else f"{rate.n} runs of {rate.sample_size} tasks"
-    first = rows[0]
-    header = (f"| defense | benign utility ({n(first.benign_utility)}) "
-              f"| answer tasks ({n(first.benign_utility_answer)}) | act tasks ({n(first.benign_utility_act)}) "
-              f"| utility under attack ({n(first.utility_under_attack)}) | attack success ({n(first.attack_success)}) "
-              f"| delivered | attack success when delivered | model calls per run |")
-    lines = [header, "|" + " --- |" * 9]
-    lines += [f"| {r.defense} | {short(r.benign_utility)} | {short(r.benign_utility_answer)} | "
-              f"{short(r.benign_utility_act)} | {short(r.utility_under_attack)} | {short(r.attack_success)} | "
-              f"{short(r.delivered)} | {short(r.attack_success_delivered)} ({n(r.attack_success_delivered)}) | "
-              f"{r.calls_per_run:.1f} |" for r in rows]
-    return "\n".join(lines)
-
-
 def overlap(a: Rate, b: Rate) -> bool:
     """Whether two rates' 95% intervals overlap (lesson 8: then no difference is claimed)."""
     return not (a.interval[1] < b.interval[0] or b.interval[1] < a.interval[0])
