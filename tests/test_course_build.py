@@ -1,7 +1,11 @@
-"""``course.py``'s build of llama-cpp-python: only a CPU that lists AMX gets its own CMake arguments."""
+"""``course.py``'s build of llama-cpp-python: only a CPU that lists AMX gets its own CMake arguments,
+and the version it builds is the one ``pyproject.toml`` pins."""
 
 import importlib.util
+import sys
 from pathlib import Path
+
+import pytest
 
 spec = importlib.util.spec_from_file_location("course_script_build", Path(__file__).parents[1] / "course.py")
 course = importlib.util.module_from_spec(spec)
@@ -48,3 +52,39 @@ def test_an_amx_machine_installs_the_wheel_built_for_it(tmp_path, monkeypatch):
     assert course.llama_without_amx() == first and len(built) == 1, "the second install reuses the wheel"
     monkeypatch.setattr(course, "cpu_flags", lambda: {"avx2"})
     assert course.llama_without_amx() == []
+
+
+PYPROJECT = """[project]
+name = "x"  # "llama-cpp-python==9" in a comment is no requirement
+dependencies = [
+    # the model runtime, "quoted" in a comment
+    "httpx>=0.27",
+    "llama-cpp-python>=0.3.16,<0.4",  # the pin
+    "jinja2>=3.1",
+]
+
+[project.optional-dependencies]
+test = ["pytest>=8", "llama-cpp-python[server]>=0.3.16,<0.4"]
+"""
+
+
+@pytest.mark.parametrize("python", ["3.11", "3.10"])
+def test_the_llama_pin_is_read_from_the_dependencies(tmp_path, monkeypatch, python):
+    """tomllib where Python has it; on 3.10 (no tomllib) the dependencies array, read by the
+    fallback: the same list, comments and the optional dependencies left out."""
+    if python == "3.10":
+        monkeypatch.setitem(sys.modules, "tomllib", None)  # `import tomllib` fails, as on 3.10
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    assert course.dependencies(tmp_path / "pyproject.toml") == ["httpx>=0.27", "llama-cpp-python>=0.3.16,<0.4",
+                                                                 "jinja2>=3.1"]
+    assert course.pinned_requirement("llama-cpp-python", tmp_path / "pyproject.toml") == "llama-cpp-python>=0.3.16,<0.4"
+    with pytest.raises(SystemExit, match="does not list pytest"):
+        course.pinned_requirement("pytest", tmp_path / "pyproject.toml")
+
+
+def test_the_fallback_reads_the_course_s_own_pyproject_as_tomllib_does(monkeypatch):
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    with_tomllib = course.dependencies(pyproject)
+    monkeypatch.setitem(sys.modules, "tomllib", None)
+    assert course.dependencies(pyproject) == with_tomllib
+    assert course.pinned_requirement("llama-cpp-python").startswith("llama-cpp-python")

@@ -45,6 +45,18 @@ def test_the_model_check_asks_about_the_chosen_model(monkeypatch, tmp_path):
     assert course.model_fetched()
 
 
+def test_models_check_names_the_model_and_exits_1_with_the_reason_when_it_is_not_there(monkeypatch, tmp_path):
+    env = {**os.environ, "COURSE_CACHE_DIR": str(tmp_path), "COURSE_MODEL": "qwen2.5-coder:1.5b"}
+    env.pop("COURSE_MODEL_PATH", None)
+    command = [sys.executable, "-m", "course_lib.models", "check"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert (done.returncode, done.stdout) == (1, "qwen2.5-coder:1.5b\n") and "not fetched" in done.stderr
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    pretend_fetched("qwen2.5-coder:1.5b")
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "qwen2.5-coder:1.5b\n", "")
+
+
 # 2. a .venv left half-made
 
 
