@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
 import os
 import re
 import shutil
@@ -322,6 +323,8 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     box = Sandbox.detect()
     if box.uid is None and os.geteuid() == 0:
         pytest.skip("root, but no user of its own for the kernels: no process limit for the fork bomb")
+    if box.uid is None and not box.landlock:
+        pytest.skip("neither a user of its own nor Landlock: the kernels could write the instructor's files")
     monkeypatch.setenv("COURSE_GRADING_TEST_SECRET", SECRET)
     class_dir, out = fixture_class(tmp_path / "class", tmp_path / "out"), tmp_path / "out"
     zed = (class_dir / "zed" / "06_side_effects.ipynb").read_bytes()
@@ -426,6 +429,55 @@ def tiny(into: Path, answers: list[str]) -> tuple[Path, Path]:
         (into / folder).mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook(codes), into / folder / "99_tiny.ipynb")
     return into / "exercises", into / "learner" / "99_tiny.ipynb"
+
+
+AS_INSTRUCTOR = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_grading import tiny
+from course_lib.grading import grade
+from course_lib.sandbox import Sandbox
+
+box = Sandbox.detect()
+published, learner = tiny(Path({home!r}) / "class", [
+    "open({mine!r}, 'a').write('x')\\n    return 1",  # the instructor's own file: theirs to write, not the kernel's
+    "import os\\n    return os.getpid()",  # 2 in a PID namespace of its own
+    "return 3"])
+results = grade(learner, published=published, cell_timeout=20, sandbox=box)
+print(json.dumps({{"mode": box.describe(), "uid": box.uid, "rows": [[r.status, r.message] for r in results]}}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts a grader as an unprivileged user, which takes root")
+def test_without_root_the_kernel_runs_as_you_in_a_namespace_and_writes_only_its_folder():
+    """An instructor who is not root: no user of its own for the kernel, so Landlock keeps it out
+    of the instructor's files and a user namespace gives it a PID namespace."""
+    import tempfile
+
+    from course_lib.sandbox import free_uid, landlock_abi, remove
+
+    if not landlock_abi():
+        pytest.skip("no Landlock on this Linux")
+    uid = free_uid(64990)
+    home = Path(tempfile.mkdtemp(prefix="instructor-"))
+    try:
+        mine = home / "mine.txt"
+        mine.write_text("mine")
+        for path in (home, mine):
+            os.chown(path, uid, uid)
+        script = AS_INSTRUCTOR.format(tests=str(ROOT / "tests"), home=str(home), mine=str(mine))
+        done = subprocess.run([sys.executable, "-c", script], user=uid, group=uid, extra_groups=[], cwd=home,
+                              env={"HOME": str(home), "TMPDIR": str(home), "PATH": os.environ["PATH"]},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout.splitlines()[-1])
+        assert report["uid"] is None and f"uid {uid} (yours)" in report["mode"] and "Landlock" in report["mode"]
+        assert report["rows"] == [["failed", f"PermissionError: [Errno 13] Permission denied: '{mine}'"],
+                                  ["passed", ""], ["passed", ""]], report
+        assert mine.read_text() == "mine"
+    finally:
+        remove(home)
 
 
 def test_a_notebook_that_runs_too_long_is_stopped_and_its_other_exercises_say_why(tmp_path):
