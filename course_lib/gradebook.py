@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --class: seconds a stopped cell has to answer the interrupt before its kernel "
                              "is killed (default 10)")
     parser.add_argument("--sandbox-uid", type=int, help="with --class, as root: the user the kernels run as "
-                        "(default: the first uid from 64999 down with no account)")
+                        "(default: one from 60000 to 64999 with no account and no process)")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="with --class: run the learners' code as you, unsandboxed (only for code you trust)")
     args = parser.parse_args(argv)

@@ -309,7 +309,7 @@ class Sandbox:
     def detect(cls, uid: int | None = None, limits: Limits | None = None) -> Sandbox:
         """The strongest sandbox this machine offers, checked by running a probe through it.
 
-        As root, the kernel gets ``uid`` (default: the first free uid from 64999 down),
+        As root, the kernel gets ``uid`` (default: ``free_uid()``, one from 60000 to 64999),
         unless that user cannot run this Python (then it stays root, without capabilities).
         Raises ``SandboxUnavailable`` if no combination runs the probe.
         """
@@ -503,16 +503,36 @@ def tasks_of(uid: int) -> int:
     return sum(threads for _, threads in _processes_of(uid))
 
 
-def free_uid(start: int = 64999) -> int:
-    """The first uid from ``start`` down that has no account (so it owns nothing and runs nothing)."""
+def free_uid(start: int = 64999, span: int = 5000) -> int:
+    """A uid from ``start`` down (``span`` of them) with no account and no process: it owns
+    nothing and runs nothing, so killing all of its processes kills only a kernel's. Two
+    batches at once get different ones (the search starts at a random place in the range)."""
     import pwd
+    import random
 
-    for uid in range(start, 1000, -1):
+    running = {int(line.split()[1]) for line in _status_lines("Uid:")}
+    offset = random.randrange(span)
+    for step in range(span):
+        uid = start - (offset + step) % span
         try:
             pwd.getpwuid(uid)
         except KeyError:
-            return uid
-    raise SandboxUnavailable("no free uid between 1000 and 64999")
+            if uid not in running:
+                return uid
+    raise SandboxUnavailable(f"no free uid between {start - span + 1} and {start}")
+
+
+def _status_lines(prefix: str) -> list[str]:
+    """That line of every process's ``/proc/PID/status``."""
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status") as status:
+                    found += [line for line in status if line.startswith(prefix)]
+            except OSError:
+                continue
+    return found
 
 
 def container_engines() -> str:
