@@ -261,21 +261,9 @@ def _check_budgets(transcript: Transcript, limits: Limits, elapsed: float) -> No
         raise TimeBudgetExceeded(f"{elapsed:.1f} s elapsed, budget {limits.max_seconds} s", transcript)
 
 
-def plot_timeline(transcript: Transcript, title: str = "Agent run"):
-    """A bar per turn: seconds spent, labelled with tokens read/written and what the model did."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.45 * len(transcript.turns)))
-    start = 0.0
-    for index, turn in enumerate(transcript.turns, start=1):
-        did = ", ".join(name for name, _ in turn.calls) or ("answer from results" if turn.answer_turn else "answer")
-        ax.barh(index, turn.seconds, left=start, color="tab:orange" if turn.calls else "tab:green")
-        ax.text(start + turn.seconds, index, f"  {did} ({turn.prompt_tokens} in / {turn.output_tokens} out)",
-                va="center", fontsize=8)
-        start += turn.seconds
-    ax.set(title=title, xlabel="seconds since the run started", ylabel="turn",
-           yticks=range(1, len(transcript.turns) + 1))
-    ax.set_xlim(0, start * 1.8 or 1)
-    ax.invert_yaxis()
-    fig.tight_layout()
-    return fig
+def __getattr__(name: str) -> Any:
+    """``plot_timeline`` moved to ``course_lib.display`` (the plots); lessons import it from here too."""
+    if name == "plot_timeline":
+        from .display import plot_timeline
+        return plot_timeline
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

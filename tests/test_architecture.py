@@ -2,6 +2,7 @@
 and no module needs itself to load (no import cycle)."""
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ LIBRARY = Path(__file__).resolve().parent.parent / "course_lib"
 
 # The README's table, bottom to top. A module may import its own layer and the layers below.
 LAYERS = [
-    {"course_lib", "config", "messages", "display"},
+    {"course_lib", "config", "messages"},
     {"chat_template", "tool_parser"},
     {"models"},
     {"server"},
@@ -18,6 +19,7 @@ LAYERS = [
     {"tools", "validation", "loop", "providers", "reliability", "tracing", "arithmetic", "fake_model", "mcp_tools"},
     {"experiments"},
     {"security"},
+    {"display"},
     {"kiosk"},
     {"checks", "grading", "gradebook", "sandbox", "exercises", "refresh"},
 ]
@@ -33,15 +35,23 @@ def layer_of(module: str) -> int:
     return next(index for index, names in enumerate(LAYERS) if top in names)
 
 
-def imports_of(path: Path, at_load: bool = False) -> list[str]:
+def imports_of(path: Path, at_load: bool = False, forwarded: bool = False) -> list[str]:
     """The ``course_lib`` modules a file imports, as absolute dotted names.
 
     ``at_load``: only the imports that run when the module is loaded, not those inside a
-    function (a function's import runs when it is called, once every module is loaded)."""
+    function (a function's import runs when it is called, once every module is loaded).
+    ``forwarded``: only the imports of its forwarding address (below), instead of all the others."""
     module = ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    forwarding = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
+    if forwarded:
+        nodes = [node for function in forwarding for node in ast.walk(function)]
+    else:
+        skipped = {id(node) for function in forwarding for node in ast.walk(function)}
+        nodes = [node for node in (statements_at_load(tree) if at_load else ast.walk(tree)) if id(node) not in skipped]
     found = []
-    for node in (statements_at_load(ast.parse(path.read_text())) if at_load else ast.walk(ast.parse(path.read_text()))):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
@@ -110,6 +120,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# A name that moved up a layer keeps its old address for the lessons that import it from there:
+# the old module's ``__getattr__`` imports it on first use (PEP 562). That import is a
+# forwarding address, not a dependency: nothing in the old module uses the name.
+OLD_ADDRESSES = {  # old module: where its names went, and the names lessons and tests import
+    "course_lib.loop": ("course_lib.display", ["plot_timeline"]),  # lessons 4 and 11
+    "course_lib.experiments": ("course_lib.display", ["plot_rates"]),  # lesson 8
+    "course_lib.security": ("course_lib.display", ["plot_table"]),  # lessons 9 and 12
+    "course_lib.security.approval": ("course_lib.display.approval", ["approval_panel", "WAITING", "visible"]),  # 9
+}
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(LIBRARY)))
 def test_imports_point_down(path):
     module = ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts).removesuffix(".__init__")
@@ -143,3 +164,23 @@ def test_the_cycle_check_reads_what_runs_at_load():
     assert sorted(names) == ["a", "os"]
     assert module_file("course_lib.security.bench.judge") == "course_lib.security.bench"
     assert module_file("course_lib.__version__") == "course_lib"
+    assert "course_lib.config" in imports_of(LIBRARY / "experiments" / "__init__.py")  # ``from ..config``, in a package
+
+
+@pytest.mark.parametrize("module", OLD_ADDRESSES)
+def test_an_old_address_gives_the_object_that_moved(module):
+    new, names = OLD_ADDRESSES[module]
+    for name in names:
+        assert getattr(importlib.import_module(module), name) is getattr(importlib.import_module(new), name), name
+    with pytest.raises(AttributeError):
+        importlib.import_module(module).no_such_name  # noqa: B018
+
+
+def test_only_the_old_addresses_forward():
+    """A module-level ``__getattr__`` that imports may only forward to the display layer, and
+    only in the modules listed (a new one is a new upward arrow: list it, with the lesson that needs it)."""
+    forwarding = {module_name(path): imports_of(path, forwarded=True) for path in FILES}
+    forwarding = {module: targets for module, targets in forwarding.items() if targets}
+    assert set(forwarding) == set(OLD_ADDRESSES), forwarding
+    targets = {target for found in forwarding.values() for target in found}
+    assert {layer_of(target) for target in targets} == {layer_of("course_lib.display")}, targets

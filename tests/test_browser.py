@@ -42,10 +42,10 @@ from typing import Any
 import httpx
 import pytest
 
+from course_lib.display.approval import WAITING, approval_panel
 from course_lib.fake_model import ScriptedModel, calls, says
 from course_lib.kiosk import Kiosk, KioskAgent, chat_panel
 from course_lib.runtime import free_port
-from course_lib.security.approval import WAITING, approval_panel
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCTS = ROOT / "data" / "products.json"

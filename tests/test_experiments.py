@@ -2,7 +2,16 @@
 
 import pytest
 
-from course_lib.experiments import Experiment, Rate, load_rates, run_condition, save, trials, wilson_interval
+from course_lib.experiments import (
+    Experiment,
+    Rate,
+    load_rates,
+    rate_text,
+    run_condition,
+    save,
+    trials,
+    wilson_interval,
+)
 from course_lib.fake_model import ScriptedModel, calls, says
 
 
@@ -117,6 +126,22 @@ def test_an_interval_rests_on_the_prompts_not_on_repeated_trials():
     assert str(repeated).endswith("(30/40 trials, 4 prompts)")
     assert Rate(3, 4, units=4).interval == Rate(3, 4).interval and str(Rate(3, 4, units=4)).endswith("(3/4)")
     assert Rate(0, 0, units=0).interval == (0.0, 1.0)
+
+
+def test_every_table_spells_its_rates_with_one_function():
+    """Lesson 8's ``str(rate)``, the defense table's cells and AgentDojo's: one ``rate_text``, three
+    spellings, the committed lessons' outputs unchanged."""
+    from course_lib.security.agentdojo_table import _cell
+    from course_lib.security.table import cell
+
+    assert str(Rate(16, 22)) == " 72.7%  [51.8%, 86.8%]  (16/22)"
+    assert str(Rate(27, 44, units=22)) == " 61.4%  [40.8%, 78.5%]  (27/44 trials, 22 prompts)"
+    assert cell(Rate(4, 12, units=12)) == " 33% [14%-61%] n=12"
+    assert cell(Rate(10, 60, units=12)) == " 17% [ 5%-45%] 10/60 runs of 12 tasks"
+    assert cell(Rate(0, 0)) == "- (n=0)"
+    assert _cell(Rate(5, 16)) == "31% [14%, 56%] (5/16)"
+    assert _cell(Rate(0, 0)) == "–"
+    assert rate_text(Rate(3, 12), "{successes} of {n}: {value:.1%}") == "3 of 12: 25.0%"
 
 
 def test_results_saved_before_units_were_counted_still_load(tmp_path):

@@ -164,7 +164,7 @@ def pay_rent_gate(reviewer):
 
 
 def test_an_approved_call_runs_the_arguments_that_were_parked_not_a_dict_changed_since():
-    from course_lib.security.approval import approval_panel
+    from course_lib.display.approval import approval_panel
     seen = []
     workspace, gate, run, execute = pay_rent_gate(lambda run, name, arguments: seen.append(arguments))
     assert "waits for a human" in execute("send_money", {"recipient": LANDLORD, "amount": 850, "note": "rent"}).text

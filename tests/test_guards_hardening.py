@@ -200,7 +200,7 @@ def test_each_parked_call_is_shown_with_the_request_it_came_from():
 
 
 def test_the_panel_shows_the_validated_arguments_and_every_hidden_character():
-    from course_lib.security.approval import approval_panel
+    from course_lib.display.approval import approval_panel
     kiosk = Kiosk.load(PRODUCTS)
     script = [calls("send_email", to=" KIM@example.jp", subject="Refund\u202e 0001 JPY", body="<b>980</b>", cc="x"),
               says("Waiting for a person.")]
@@ -216,13 +216,13 @@ def test_the_panel_shows_the_validated_arguments_and_every_hidden_character():
 @pytest.mark.parametrize("character", ["\u200b", "\u200f", "\u202a", "\u202e", "\u2066", "\u2069", "\ufeff", "\x00",
                                        "\x1b", "\u2028", "\U000e0041", "\ufe0f"])
 def test_visible_writes_invisible_characters_as_escapes(character):
-    from course_lib.security.approval import visible
+    from course_lib.display.approval import visible
     shown = visible(f"pay{character}100")
     assert character not in shown and shown.startswith("pay\\") and shown.endswith("100")
 
 
 def test_visible_keeps_ordinary_text_of_any_script():
-    from course_lib.security.approval import visible
+    from course_lib.display.approval import visible
     text = "Kim: 価格は980円です, café, Ünïcödé, a b"
     assert visible(text) == text
 
@@ -230,7 +230,7 @@ def test_visible_keeps_ordinary_text_of_any_script():
 # --- 7. an approved call takes the same path as any other call ---------------------------
 
 def test_an_approved_call_still_meets_every_other_guard():
-    from course_lib.security.approval import approval_panel
+    from course_lib.display.approval import approval_panel
     workspace = SCENARIOS.workspace_for(Case(task("dinner-to-ken")))
     tools, gate, run = workspace.tools(), ApprovalGate(reviewer=later), context("dinner-to-ken")
     execute = guarded_executor([gate, ArgumentPolicy()], run, tools)
@@ -243,7 +243,7 @@ def test_an_approved_call_still_meets_every_other_guard():
 
 
 def test_an_approved_refund_is_traced_like_any_call():
-    from course_lib.security.approval import approval_panel
+    from course_lib.display.approval import approval_panel
     kiosk = Kiosk.load(PRODUCTS)
     agent = KioskAgent(ScriptedModel([calls("refund_order", order_id="ORD-1002", amount_jpy=6500), says("Waiting.")]),
                        kiosk, reviewer=later)

@@ -393,7 +393,7 @@ def test_recipients_are_read_whole_from_the_request():
 
 
 def test_the_approval_panel_runs_a_parked_call_only_when_approved():
-    from course_lib.security.approval import approval_panel
+    from course_lib.display.approval import approval_panel
     gate = ApprovalGate(reviewer=lambda run, name, arguments: None)
     workspace = SCENARIOS.workspace_for(Case(task("dinner-to-ken")))
     gate.check_call(context(), "send_email", {"to": "ken@example.com", "subject": "Dinner", "body": "Friday"})

@@ -16,12 +16,14 @@ decodes them together and answers each exactly as it would alone, so on it the r
 the same with 1 worker or 4, only sooner, apart from what measures time (a record's seconds,
 a limit in seconds). Another server may batch in a way that changes answers.
 
-One module per part: ``statistics`` (rates and Wilson intervals), ``runner`` (conditions,
-trials, records, saved results), ``plots``.
+One module per part: ``statistics`` (rates, Wilson intervals, a rate as text), ``runner``
+(conditions, trials, records, saved results). The plots are in ``course_lib.display``;
+``plot_rates`` is still importable from here.
 """
 
+from typing import Any
+
 from ..config import quick_mode, workers
-from .plots import plot_rates
 from .runner import (
                      Experiment,
                      Prompt,
@@ -36,8 +38,16 @@ from .runner import (
                      save_rates,
                      trials,
 )
-from .statistics import Rate, wilson_interval
+from .statistics import Rate, rate_text, wilson_interval
 
-__all__ = ["Experiment", "Prompt", "Rate", "Record", "load_rates", "plot_rates", "quick_mode", "raw_sender",
+__all__ = ["Experiment", "Prompt", "Rate", "Record", "load_rates", "quick_mode", "rate_text", "raw_sender",
            "raw_tool_request", "right_call", "run_all", "run_condition", "save", "save_rates", "trials",
            "wilson_interval", "workers"]
+
+
+def __getattr__(name: str) -> Any:
+    """``plot_rates`` moved to ``course_lib.display`` (the plots); lessons import it from here too."""
+    if name == "plot_rates":
+        from ..display import plot_rates
+        return plot_rates
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

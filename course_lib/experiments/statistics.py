@@ -52,8 +52,34 @@ class Rate:
         return wilson_interval(self.value * self.sample_size, self.sample_size)
 
     def __str__(self) -> str:
-        low, high = self.interval
-        counts = f"{self.successes}/{self.n}"
-        if self.units is not None and self.units != self.n:
-            counts += f" trials, {self.units} prompts"
-        return f"{self.value:6.1%}  [{low:5.1%}, {high:5.1%}]  ({counts})"
+        """``61.4%  [40.8%, 78.5%]  (27/44 trials, 22 prompts)``, or ``(16/22)`` when each trial is its own unit."""
+        return rate_text(self, "{value:6.1%}  [{low:5.1%}, {high:5.1%}]  ({counts})",
+                         fewer_units="{successes}/{n} trials, {units} prompts")
+
+
+def rate_text(rate: Rate, line: str = "{value:.0%} [{low:.0%}, {high:.0%}] ({counts})",
+              counts: str = "{successes}/{n}", fewer_units: str = "{successes}/{n} runs of {units} tasks",
+              empty: str | None = None) -> str:
+    """A rate as text: its value, its 95% interval and what it was counted from, spelled by
+    ``line`` (a ``str.format`` template). Every table of the course writes its rates with this
+    one function, each in its own spelling (``Rate.__str__``, ``security.table.cell``,
+    ``agentdojo_table``'s cells).
+
+    The fields are ``value``, ``low``, ``high`` (fractions: format them with ``%``),
+    ``successes``, ``n``, ``units`` (the sample size the interval rests on) and ``counts``:
+    ``counts`` filled in when every trial is its own unit, ``fewer_units`` when the interval
+    rests on fewer units than trials (several trials of one prompt, several attacks on one
+    task). ``empty``, if given, is the whole text of a rate with nothing counted.
+
+    >>> rate_text(Rate(3, 12))
+    '25% [9%, 53%] (3/12)'
+    >>> rate_text(Rate(10, 60, units=12))
+    '17% [5%, 45%] (10/60 runs of 12 tasks)'
+    """
+    if not rate.n and empty is not None:
+        return empty
+    low, high = rate.interval
+    fields = {"value": rate.value, "low": low, "high": high, "successes": rate.successes, "n": rate.n,
+              "units": rate.sample_size}
+    spelled = (counts if rate.sample_size == rate.n else fewer_units).format(**fields)
+    return line.format(counts=spelled, **fields)

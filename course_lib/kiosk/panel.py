@@ -13,14 +13,14 @@ SEND, WORKING = "Send", "Answering..."
 def chat_panel(agent: KioskAgent):
     """An ipywidgets chat with the agent. Refunds wait for a click: the panel's agent parks them
     (its reviewer says "later") and shows an approval row for each, beside the request it came
-    from (``security.approval``). Everything shown is escaped, hidden characters included.
+    from (``display.approval``). Everything shown is escaped, hidden characters included.
 
     For the keyboard: the question box has a visible label, Tab goes from it to Send and then
     to the approval rows, and focus comes back to the box after each answer. While the agent
     works, the Send button says so in words and is greyed out."""
     import ipywidgets as widgets
 
-    from ..security.approval import approval_panel, shown
+    from ..display import approval_panel, shown
 
     agent.gate.reviewer = lambda run, name, arguments: None
     log, pending = widgets.HTML(), widgets.VBox()

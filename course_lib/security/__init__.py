@@ -1,27 +1,24 @@
-"""Lesson 9: prompt injection through tool results, defenses, and the defense table.
+"""Lesson 9: prompt injection through tool results, defenses, and the defense table (and what
+lessons 9b, 12 and 13 build on them).
 
 - ``workspace``: an in-memory inbox, web pages, contacts, e-mail and payments, with tools;
 - ``scenarios``: user tasks, attacker goals and attack templates, loaded from JSON;
 - ``defenses``: guards at the four positions (input, tool call, tool result, output);
 - ``executor``: the order in which a run's calls meet the guards (``guarded_executor``);
-- ``bench``: runs every case under every defense and builds the table.
+- ``budget``: rate limits and spend caps, a guard at the tool-call position (lesson 13);
+- ``bench``: runs every case under every defense and judges each run;
+- ``table``: the judged runs counted into the defense table, as text and claims, saved and read back;
+- ``poisoning``: lesson 12's tool-poisoning table, the same cases with tools served over MCP;
+- ``agentdojo_results``, ``agentdojo_bridge``, ``agentdojo_table``: lesson 9b, AgentDojo's own
+  benchmark against the course's server (``agentdojo_bridge`` needs ``pip install agentdojo``);
+- ``approval``: the old address of the approval panel, now ``course_lib.display.approval_panel``.
+
+Plots and widgets are in ``course_lib.display``; ``plot_table`` is still importable from here.
 """
 
-from .bench import (
-    Outcome,
-    RememberedReplies,
-    Row,
-    best_defense,
-    claims,
-    load_outcomes,
-    plot_table,
-    run_case,
-    run_table,
-    save_table,
-    summarise,
-    table_cases,
-    table_text,
-)
+from typing import Any
+
+from .bench import Outcome, RememberedReplies, run_case, run_table, table_cases
 from .defenses import (
     Allowlist,
     ApprovalGate,
@@ -41,6 +38,7 @@ from .defenses import (
 )
 from .executor import guarded_executor
 from .scenarios import Case, ScenarioError, Scenarios, holds, load_scenarios
+from .table import Row, best_defense, claims, load_outcomes, save_table, summarise, table_text
 from .workspace import Workspace, build_workspace
 
 
@@ -55,6 +53,14 @@ __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "Fa
            "Outcome", "ParkedCall", "Quarantine", "RememberedReplies", "RepeatPrompt",
            "Row", "RunContext", "ScenarioError", "Scenarios",
            "Spotlighting", "ToolFilter", "Workspace", "best_defense", "build_workspace", "claims",
-           "guarded_executor", "holds", "load_outcomes", "load_scenarios", "plot_table", "request_reviewer",
+           "guarded_executor", "holds", "load_outcomes", "load_scenarios", "request_reviewer",
            "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_text",
            "tools_for_request"]
+
+
+def __getattr__(name: str) -> Any:
+    """``plot_table`` moved to ``course_lib.display`` (the plots); lessons import it from here too."""
+    if name == "plot_table":
+        from ..display import plot_table
+        return plot_table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

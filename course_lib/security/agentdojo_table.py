@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from ..experiments import Rate, quick_mode
+from ..experiments import Rate, quick_mode, rate_text
 from .agentdojo_results import Mode, PairResult
 
 if TYPE_CHECKING:  # AgentDojo is an optional extra: only running needs it, not reading results
@@ -206,11 +206,7 @@ def table_text(rows: Sequence[Row]) -> str:
 
 def _cell(rate: Rate) -> str:
     """``12% [3%, 36%] (2/16)``, or ``(5/60 runs of 12 tasks)`` where the interval rests on fewer tasks than runs."""
-    if not rate.n:
-        return "–"
-    low, high = rate.interval
-    tasks = "" if rate.sample_size == rate.n else f" runs of {rate.sample_size} tasks"
-    return f"{rate.value:.0%} [{low:.0%}, {high:.0%}] ({rate.successes}/{rate.n}{tasks})"
+    return rate_text(rate, empty="–")
 
 
 def side_by_side(lesson_9: Sequence[Any], agentdojo: dict[str, Sequence[Row]], floor: Row | None = None) -> str:
