@@ -5,14 +5,25 @@ Start a lesson with::
     from course_lib import connect
     client = connect()
 
-Modules, one idea each:
+One module per idea, in layers where every import points down (README, "Architecture";
+``tests/test_architecture.py`` checks it), bottom to top:
 
-- ``client``: a thin httpx client for Ollama's API that shows the raw JSON
-- ``runtime``: ``connect()``, which finds a server or starts the embedded one
-- ``models``: where the weights come from (``python -m course_lib.models fetch``)
-- ``chat_template``: messages and tools rendered into the prompt the model reads
-- ``tool_parser``: tool calls read back out of the text the model wrote
-- ``engine``, ``scheduler``, ``wire``, ``server``: the embedded Ollama-compatible server
+- vocabulary and settings: ``messages`` (messages, tool calls, results ok or an error),
+  ``config`` (every environment setting);
+- text formats: ``chat_template`` (messages and tools into the prompt the model reads),
+  ``tool_parser`` (tool calls read back out of the text it wrote);
+- weights: ``models`` (where they come from: ``python -m course_lib.models fetch``);
+- ``server/``: the embedded Ollama-compatible server over llama.cpp
+  (``python -m course_lib.server``);
+- clients: ``client`` (Ollama's API, raw JSON shown), ``openai_client`` (any
+  OpenAI-compatible server), ``runtime`` (``connect()``: finds a server or starts ours);
+- the agent: ``tools``, ``validation``, ``loop``, ``providers``, ``reliability``, ``tracing``,
+  ``mcp_tools``, ``arithmetic``, ``fake_model`` (a scripted model for tests);
+- ``experiments/``: rates with intervals (lesson 8); ``security/``: guards and the defense
+  table (lessons 9, 9b, 12, 13);
+- ``display/``: what a lesson shows (the library's source, plots, the approval panel);
+- ``kiosk/``: the capstone's shop and agent (lessons 11 and 12);
+- course tooling: ``checks``, ``grading``, ``gradebook``, ``sandbox``, ``exercises``, ``refresh``.
 """
 
 from importlib import import_module
