@@ -149,7 +149,7 @@ def over_mcp(case: Case, policy: Policy) -> ToolSource:
 def run_poisoning_table(model: ChatModel, scenarios: Scenarios, rows: dict[str, tuple[Policy, list[Defense]]],
                         benign: list[Case], attacked: list[Case], workers: int = 1) -> list[Outcome]:
     """Every case under every row, ``workers`` at a time, judged like the defense table
-    (``bench.summarise`` reads it)."""
+    (``table.summarise`` reads it)."""
     outcomes = []
     for label, (policy, defenses) in rows.items():
         def one(case: Case, label: str = label, policy: Policy = policy, defenses: list[Defense] = defenses) -> Outcome:
