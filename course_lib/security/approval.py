@@ -10,7 +10,6 @@ def __getattr__(name: str) -> Any:
     """``approval_panel`` and the rest of the panel, from ``course_lib.display.approval``."""
     from ..display import approval
 
-    try:
-        return getattr(approval, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    if name.startswith("__") or not hasattr(approval, name):  # a module's own attributes are not forwarded
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(approval, name)
