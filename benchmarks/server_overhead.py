@@ -43,8 +43,12 @@ EVICT = [{"role": "system", "content": "A different prefix, so nothing of the lo
          {"role": "user", "content": "Hi"}]
 
 
-def server_tokens_per_second(url: str, model: str, tokens: int) -> tuple[float, int]:
-    body = {"model": model, "messages": STORY, "options": {"temperature": 0, "num_predict": tokens}}
+def streamed(url: str, model: str, messages: list, tokens: int, tools: list | None = None
+             ) -> tuple[float, float, int]:
+    """(seconds to the first token, tokens/s from the first to the last, tokens) of one streamed chat."""
+    body = {"model": model, "messages": messages, "tools": tools or [],
+            "options": {"temperature": 0, "num_predict": tokens}}
+    sent = time.perf_counter()
     first = last = None
     with httpx.stream("POST", f"{url}/api/chat", json=body, timeout=300) as response:
         for text in response.iter_lines():
@@ -54,7 +58,13 @@ def server_tokens_per_second(url: str, model: str, tokens: int) -> tuple[float, 
                 break
             last = time.perf_counter()
             first = first or last
-    return (count - 1) / (last - first), count
+    assert first is not None and last is not None
+    return first - sent, (count - 1) / max(last - first, 1e-9), count
+
+
+def server_tokens_per_second(url: str, model: str, tokens: int) -> tuple[float, int]:
+    _, speed, count = streamed(url, model, STORY, tokens)
+    return speed, count
 
 
 def direct_tokens_per_second(llm: Llama, prompt: str, tokens: int) -> tuple[float, int]:

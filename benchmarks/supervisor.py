@@ -17,39 +17,18 @@ ratios, not the absolute numbers.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import time
 
-import httpx
-from server_overhead import LOOP_TURN_1, LOOP_TURN_2, NOW, STORY
+from server_overhead import LOOP_TURN_1, LOOP_TURN_2, NOW, STORY, streamed
 
 from course_lib.runtime import EmbeddedServer
 
 MODEL = "qwen2.5-coder:0.5b"
 
 
-def streamed(url: str, messages: list, tokens: int, tools: list | None = None) -> tuple[float, float, int]:
-    """(seconds to the first token, tokens/s from the first to the last, tokens) of one streamed chat."""
-    body = {"model": MODEL, "messages": messages, "tools": tools or [],
-            "options": {"temperature": 0, "num_predict": tokens}}
-    sent = time.perf_counter()
-    first = last = None
-    with httpx.stream("POST", f"{url}/api/chat", json=body, timeout=300) as response:
-        for text in response.iter_lines():
-            line = json.loads(text)
-            if line["done"]:
-                count = line["eval_count"]
-                break
-            last = time.perf_counter()
-            first = first or last
-    assert first is not None and last is not None
-    return first - sent, (count - 1) / max(last - first, 1e-9), count
-
-
 def turn_two(url: str) -> float:
-    streamed(url, LOOP_TURN_1, 24, [NOW])  # turn 1 puts the loop's prefix in the cache
-    return streamed(url, LOOP_TURN_2, 1, [NOW])[0]
+    streamed(url, MODEL, LOOP_TURN_1, 24, [NOW])  # turn 1 puts the loop's prefix in the cache
+    return streamed(url, MODEL, LOOP_TURN_2, 1, [NOW])[0]
 
 
 def main() -> None:
@@ -62,10 +41,10 @@ def main() -> None:
     turns: dict[str, list[float]] = {name: [] for name in servers}
     try:
         for server in servers.values():  # warm-up
-            streamed(server.url, STORY, 8)
+            streamed(server.url, MODEL, STORY, 8)
         for _ in range(args.rounds):
             for name, server in servers.items():
-                speeds[name].append(streamed(server.url, STORY, args.tokens)[1])
+                speeds[name].append(streamed(server.url, MODEL, STORY, args.tokens)[1])
                 turns[name].append(turn_two(server.url))
     finally:
         for server in servers.values():
