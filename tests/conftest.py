@@ -24,10 +24,12 @@ except Exception:  # not installed, or its compiled library does not load
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Lessons and solutions (nbval) and lesson 13's own tests run the model: mark them ``model``,
-    so that ``-m "not model"`` is the fast path."""
+    """Lessons and solutions, run by nbval, start the model: mark their cells ``model``, so that
+    ``-m "not model"`` is the fast path. (Lesson 13's own tests in ``notebooks/agent_tests`` mark
+    their one model test themselves; the lesson runs the others with ``-m "not model"``.)"""
     for item in items:
-        if any(folder in Path(str(item.path)).parents for folder in NOTEBOOK_FOLDERS):
+        path = Path(str(item.path))
+        if path.suffix == ".ipynb" and any(folder in path.parents for folder in NOTEBOOK_FOLDERS):
             item.add_marker(pytest.mark.model)
 
 
