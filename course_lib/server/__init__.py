@@ -10,7 +10,7 @@ which ``runtime.connect()`` does for you). Inside, one module per step of a requ
 - ``generation``: a generation without the model: defaults, errors, statistics, stop strings;
   ``ServedModel`` is what the routes need of a model, so tests can serve a scripted fake instead
 - ``engine`` and ``batching``: the model: prompt in, tokens out (llama-cpp-python), one request
-  at a time or several decoded together
+  at a time or several decoded together; ``batch_policy``: which ones, as pure code
 - ``supervisor``: the model in a child process, restarted when it dies (as Ollama's runner)
 - ``scheduler``: as many generations as the model has slots, a bounded queue, 503 beyond it
 - ``streams``: the OpenAI and Anthropic response bodies and event streams

@@ -50,6 +50,7 @@ import numpy as np
 from llama_cpp import Llama, LlamaGrammar
 from llama_cpp._internals import LlamaBatch, LlamaContext, LlamaSampler
 
+from .batch_policy import admissible, neighbour_batches, sequences_for
 from .engine import DEFAULT_NUM_CTX, DEFAULT_PROMPT_CACHE, ContextTooLarge, Engine
 from .generation import MAX_AUTO_PARALLEL
 from .prompt_cache import CHUNK, PromptCache, SavedState, check_can_be_cut, saved_sequence
@@ -346,21 +347,15 @@ class BatchedEngine(Engine):
         self.load_duration = time.perf_counter_ns() - started
 
     def _sequences_for(self, n_ctx: int) -> int:
-        """How many sequences a context of ``n_ctx`` tokens each gets: every slot, unless that
-        would hold more tokens than the larger of ``max_n_ctx`` and the slots at the default size.
-        A request for the model's whole length then gets one sequence, not one per slot: the
-        memory stays that of one such context, as in the one-at-a-time engine."""
-        budget = max(self.max_n_ctx, self.parallel * self.default_n_ctx)
-        return max(1, min(self.parallel, budget // n_ctx))
+        return sequences_for(n_ctx, self.parallel, self.max_n_ctx, self.default_n_ctx)
 
     def _admit(self) -> list[Slot]:
         """Move waiting requests of the current context size into free slots, first come first served."""
-        admitted = []
         free = [slot for slot in self.slots if slot.job is None]
-        while free and self.waiting and self.waiting[0].n_ctx == self.n_ctx and not self.forget_requested:
-            slot = free.pop(0)  # the lowest free sequence, so busy ones are mostly neighbours (see _batches)
+        count = admissible(len(free), [job.n_ctx for job in self.waiting], self.n_ctx, bool(self.forget_requested))
+        admitted = free[:count]  # the lowest free sequences, so busy ones are mostly neighbours (see _batches)
+        for slot in admitted:
             slot.job, slot.produced = self.waiting.popleft(), 0
-            admitted.append(slot)
         return admitted
 
     def _start(self, slot: Slot) -> None:
@@ -413,19 +408,9 @@ class BatchedEngine(Engine):
         A batch of sequences 0 and 2 took 68 ms a step on 2 cores where 0 and 1 took 39 ms:
         llama.cpp splits a batch whose sequences are not neighbours into smaller ones.
         """
-        runs: list[list[Slot]] = []
-        for slot in self.slots:  # in sequence order
-            if slot.job is None or slot.next_token < 0:
-                continue
-            if runs and runs[-1][-1].sequence.seq == slot.sequence.seq - 1:
-                runs[-1].append(slot)
-            else:
-                runs.append([slot])
-        batches = []
-        for run in runs:  # cut into equal parts: 4 neighbours with rows = 3 are two batches of 2
-            parts = -(-len(run) // self.rows)
-            batches += [run[len(run) * i // parts:len(run) * (i + 1) // parts] for i in range(parts)]
-        return batches
+        ready = [slot for slot in self.slots if slot.job is not None and slot.next_token >= 0]
+        by_seq = {slot.sequence.seq: slot for slot in ready}
+        return [[by_seq[seq] for seq in batch] for batch in neighbour_batches(sorted(by_seq), self.rows)]
 
     def _hand_out(self, slot: Slot, token: int) -> None:
         """Give the slot's request its next token, or end it (end of turn, budget, request gone)."""
