@@ -126,10 +126,8 @@ def _overlaps(span: tuple[int, int], spans: list[tuple[int, int, Any]]) -> bool:
 def _calls_in_block(block: str, declared: set[str], style: CallStyle) -> list[ParsedCall]:
     """The calls inside a tag or fence; empty unless the block holds calls and only calls."""
     values = _json_values(block)
-    leftover = block
-    for start, end, _ in reversed(values):
-        leftover = leftover[:start] + leftover[end:]
-    if not values or leftover.strip():
+    gaps = zip([0] + [end for _, end, _ in values], [start for start, _, _ in values] + [len(block)])
+    if not values or any(block[start:end].strip() for start, end in gaps):
         return []
     calls = [_as_calls(value, declared, style) for *_, value in values]
     return [call for group in calls for call in group] if all(calls) else []
@@ -207,7 +205,7 @@ def _as_call(item: Any, declared: set[str], style: CallStyle) -> ParsedCall | No
     if isinstance(arguments, str):  # OpenAI's style: the arguments as a JSON string
         try:
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
             return None
     if name not in declared or not isinstance(arguments, dict):
         return None

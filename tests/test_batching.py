@@ -135,3 +135,18 @@ def test_a_decoder_whose_safety_net_fails_reports_itself_unhealthy():
     threading.Thread(target=lambda: list(broken.generate(prompt, GREEDY)), daemon=True).start()
     broken.decoder.join(timeout=30)
     assert not broken.healthy()
+
+
+def test_a_step_that_takes_minutes_reports_the_engine_unhealthy(engine):
+    """A grammar can make one token cost minutes inside llama.cpp, where nothing can interrupt it:
+    ``healthy()`` says so once a step has run past ``STALL_SECONDS``, and the supervisor restarts."""
+    import time
+
+    from course_lib.server.engine import STALL_SECONDS
+
+    assert engine.healthy()
+    engine.busy_since = time.monotonic() - STALL_SECONDS - 1
+    try:
+        assert not engine.healthy()
+    finally:
+        engine.busy_since = None

@@ -186,7 +186,11 @@ CORPUS = [
     ("/api/chat", chat(format={"type": "string", "pattern": "^[\\UFFFFFFFF]$"}), {}, 400, "pattern"),
     ("/api/chat", chat(format={"type": "string", "pattern": "^[^\\s\\S]$"}), {}, 400, "pattern"),
     ("/api/chat", chat(format={"type": "string", "pattern": "^((a{100}){100})$"}), {}, 400, "pattern"),
-    ("/api/chat", chat(format={"anyOf": [{"type": "string"}] * 1001}), {}, 400, "at most 1000"),
+    ("/api/chat", chat(format={"anyOf": [{"type": "string"}] * 1001}), {}, 400, "anyOf"),
+    ("/api/chat", chat(format={"type": "string", "pattern": "^]$"}), {}, 400, "pattern"),
+    ("/api/chat", chat(format={"type": "string", "pattern": "^a{,20000}$"}), {}, 400, "pattern"),
+    ("/api/chat", chat(format={"type": "string", "pattern": "^(a?){0,1000}$"}), {}, 400, "pattern"),
+    ("/api/chat", chat(format={"enum": [f"v{i}" for i in range(10_000)]}), {}, 400, "enum"),
     ("/api/generate", {"model": MODEL, "prompt": "a", "format": {"type": "string", "maxLength": 20000}}, {}, 400,
      "maxLength"),
     ("/v1/chat/completions", openai(response_format={"type": "json_schema", "json_schema": {

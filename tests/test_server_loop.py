@@ -21,7 +21,8 @@ from helpers import FAKE_MODEL, NOW_TOOL, FakeEngine, serving, wait_until
 
 HI = [{"role": "user", "content": "Hi"}]
 DEGENERATE = ["[1," * 130_000, "{" * 400_000, '{"a" ' * 80_000, "[" * 400_000, "[[" * 100_000 + "x" + "]]" * 100_000,
-              '{{"a" ' * 60_000, "<tool_call>" * 30_000, "```" * 100_000]
+              '{{"a" ' * 60_000, "<tool_call>" * 30_000, "```" * 100_000, "<tool_call>" + "[]" * 199_993 + "x",
+              "<tool_call>\U0001F600" + "[]" * 199_993 + "x", "```\n" + "[]" * 199_993 + "x"]
 
 
 def test_degenerate_replies_are_parsed_in_bounded_time():
@@ -94,3 +95,15 @@ def test_a_streamed_degenerate_reply_does_not_stop_other_clients(tmp_path):
         reply = httpx.post(url + "/api/chat", json=body, timeout=30)
         assert answers_quickly(url) < 0.5
     assert reply.status_code == 200 and reply.json()["message"]["content"].startswith("[1,[1,")
+
+
+def test_arguments_nested_deeper_than_python_reads_stay_text(tmp_path):
+    """A model that writes its arguments as a JSON string nested 3,000 deep: content, not a 500."""
+    deep = '{"name": "now", "arguments": "' + "[" * 3000 + "]" * 3000 + '"}'
+    engine = FakeEngine(tmp_path / "fake.gguf", replies=[[deep], [deep]])
+    body = {"model": FAKE_MODEL, "messages": HI, "tools": [NOW_TOOL], "stream": False}
+    with serving(create_app(engine)) as url:
+        ollama = httpx.post(url + "/api/chat", json=body, timeout=30)
+        openai = httpx.post(url + "/v1/chat/completions", json=body, timeout=30)
+    assert (ollama.status_code, openai.status_code) == (200, 200)
+    assert ollama.json()["message"]["content"] == deep and "tool_calls" not in ollama.json()["message"]

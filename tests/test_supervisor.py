@@ -11,6 +11,7 @@ import functools
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -29,6 +30,14 @@ class SickEngine(FakeEngine):
 
     def healthy(self) -> bool:
         return False
+
+
+class StuckEngine(FakeEngine):
+    """A fake whose generation never yields and ignores its cancel event, as a job stuck in C code."""
+
+    def generate(self, prompt, options=None, format=None, cancel=None):
+        time.sleep(3600)
+        yield from ()
 
 
 def broken_factory() -> FakeEngine:
@@ -115,3 +124,15 @@ def test_the_server_answers_a_crash_in_each_api_format_and_stays_up(supervised: 
         assert client.get("/").text == "Ollama is running"
         assert client.post("/api/chat", json=chat).json()["message"]["content"] == LONG_REPLY
     assert supervised.restarts == 4
+
+
+def test_a_cancelled_request_that_does_not_stop_gets_its_model_process_restarted(tmp_path: Path):
+    engine = SupervisedEngine(functools.partial(StuckEngine, tmp_path / "fake.gguf"), cancel_grace=1)
+    try:
+        cancel = threading.Event()
+        cancel.set()  # the client has gone
+        with pytest.raises(ModelRestarted, match="did not stop within 1 s"):
+            list(engine.generate("plain prompt", cancel=cancel))
+        wait_until(lambda: engine.restarts == 1, timeout=30)
+    finally:
+        engine.close()

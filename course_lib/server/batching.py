@@ -201,8 +201,9 @@ class BatchedEngine(Engine):
             raise error
 
     def healthy(self) -> bool:
-        """Whether the decoder thread still runs (the supervisor's liveness check asks)."""
-        return self.decoder.is_alive()
+        """Whether the decoder thread still runs and its current step (a prompt, one token for
+        every busy slot) has not taken more than ``STALL_SECONDS`` (the supervisor asks)."""
+        return self.decoder.is_alive() and super().healthy()
 
     def _new_llama(self, n_ctx: int) -> tuple[Llama, int]:
         """The weights, tokenizer and metadata; the KV cache lives in ``self.context``."""
@@ -257,10 +258,14 @@ class BatchedEngine(Engine):
                     self._resize_if_needed()
                     admitted = self._admit()
                 for slot in admitted:
+                    self.busy_since = time.monotonic()
                     self._start(slot)
+                self.busy_since = time.monotonic()
                 self._step()
             except Exception as error:  # a bug here must not leave requests waiting forever
                 self._fail_all(error)
+            finally:
+                self.busy_since = None
 
     def _fail_all(self, error: Exception) -> None:
         """Hand ``error`` to every running and waiting request and start again from empty sequences."""

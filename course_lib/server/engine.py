@@ -54,11 +54,12 @@ from .generation import (  # noqa: F401 (re-exported: the model-free half of a g
     TokenText,
     generated_text,
 )
-from .grammar_limits import MAX_GRAMMAR_CHARS
+from .grammar_limits import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_NESTING, grammar_nesting
 from .prompt_cache import LlamaSequence, PromptCache
 from .wire import Format, Options
 
 _loading = threading.Lock()
+STALL_SECONDS = 300.0  # one step of llama.cpp that takes longer is stuck (a 32k-token prompt takes about 2 minutes)
 
 
 def load_llama(path: Path, repack: bool, **settings: Any) -> Llama:
@@ -119,6 +120,7 @@ class Engine:
         self.context_length = int(self.metadata.get(f"{self.architecture}.context_length", n_ctx))
         self.max_n_ctx = min(max_n_ctx or self.context_length, self.context_length)
         self.markers = self._control_tokens()
+        self.busy_since: float | None = None  # when the step llama.cpp is in began (None: idle)
         self.marker_pattern = re.compile("|".join(map(re.escape, sorted(self.markers, key=len, reverse=True))))
 
     @staticmethod
@@ -223,16 +225,29 @@ class Engine:
         # No seed means a fresh random one (an earlier request's seed must not linger).
         self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
         self.llm.last_n_tokens_size = settings["repeat_last_n"]
-        for token in self.llm.generate(
-            tokens, top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"],
-            temp=settings["temperature"], repeat_penalty=settings["repeat_penalty"],
-            presence_penalty=settings["presence_penalty"], frequency_penalty=settings["frequency_penalty"],
-            grammar=grammar,
-        ):
-            # The library's own completion code asks the vocabulary this way.
-            if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
-                return
-            yield self.llm.detokenize([token])
+        self.busy_since = time.monotonic()
+        try:
+            for token in self.llm.generate(
+                tokens, top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"],
+                temp=settings["temperature"], repeat_penalty=settings["repeat_penalty"],
+                presence_penalty=settings["presence_penalty"], frequency_penalty=settings["frequency_penalty"],
+                grammar=grammar,
+            ):
+                # The library's own completion code asks the vocabulary this way.
+                if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
+                    return
+                self.busy_since = None  # the token is out; the caller decides whether to ask for another
+                yield self.llm.detokenize([token])
+                self.busy_since = time.monotonic()
+        finally:
+            self.busy_since = None
+
+    def healthy(self) -> bool:
+        """Whether llama.cpp is making progress: no step (a prompt, a token) has taken more than
+        ``STALL_SECONDS``. A grammar can make every token cost minutes; the supervisor's liveness
+        check asks this and restarts a stalled model."""
+        started = self.busy_since
+        return started is None or time.monotonic() - started < STALL_SECONDS
 
     def forget_cache(self) -> None:
         """Forget the cached prompt: the next request is evaluated from its first token.
@@ -295,6 +310,9 @@ class Engine:
         if len(grammar._grammar) > MAX_GRAMMAR_CHARS:
             raise BadFormat(f"the format schema becomes a grammar of {len(grammar._grammar):,} characters; "
                             f"this server compiles at most {MAX_GRAMMAR_CHARS:,} (fewer enum values or properties)")
+        if (nesting := grammar_nesting(grammar._grammar)) > MAX_GRAMMAR_NESTING:
+            raise BadFormat(f"the format schema becomes a grammar nested {nesting:,} levels deep; this server "
+                            f"compiles at most {MAX_GRAMMAR_NESTING:,} (smaller counts)")
         compiled = llama_cpp.llama_sampler_init_grammar(
             self.llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
         if not compiled:

@@ -26,12 +26,14 @@ from typing import Any
 MAX_SCHEMA_NODES = 1_000  # objects and arrays in one format schema
 MAX_REPEAT = 1_000  # minLength, maxLength, minItems, ...; and a pattern's counts, multiplied when nested
 MAX_PATTERN_LENGTH = 256
+MAX_ALTERNATIVES = 64  # enum values, anyOf/oneOf/allOf branches, properties of one object, prefixItems
+MAX_GRAMMAR_NESTING = 1_500  # parentheses in the grammar text: llama.cpp's parser recurses once per level
+LISTED_KEYWORDS = ("enum", "anyOf", "oneOf", "allOf", "prefixItems", "properties", "type")
 MAX_GRAMMAR_CHARS = 256 * 1024  # the grammar text llama-cpp-python writes, checked before llama.cpp compiles it
 COUNTED_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
                     "minContains", "maxContains")
 SHORTHANDS = "dDwWsS"  # \d \w \s and their complements
 ESCAPABLE = SHORTHANDS + ".-\\/()[]{}*+?|^$ "
-COUNT = re.compile(r"\{(\d{1,7})(?:(,)(\d{0,7}))?\}")
 
 
 class SchemaTooComplex(ValueError):
@@ -51,6 +53,10 @@ def check_format(schema: Any) -> None:
             nodes += 1
             for keyword in COUNTED_KEYWORDS:
                 check_count(item.get(keyword), f"{keyword} in a format schema")
+            for keyword in LISTED_KEYWORDS:
+                if isinstance(item.get(keyword), (list, dict)) and len(item[keyword]) > MAX_ALTERNATIVES:
+                    raise SchemaTooComplex(f"{keyword} in a format schema may list at most {MAX_ALTERNATIVES} "
+                                           "entries: each is a path the grammar follows at every token")
             if "pattern" in item:
                 check_pattern(item["pattern"])
             stack += item.values()
@@ -69,79 +75,131 @@ def check_count(value: Any, what: str) -> None:
 
 
 def check_pattern(pattern: Any) -> None:
-    """Allow a ``pattern`` only in the subset the grammar handles safely.
+    """Allow a ``pattern`` only in a small subset that the converter and llama.cpp handle safely.
 
-    Printable ASCII; escapes of punctuation and ``\\d \\w \\s`` (and complements), but no
-    shorthand inside a negated class (``[^\\s\\S]`` matches nothing: a dead end); groups and
-    ``(?:...)``, but no look-arounds or back-references; counts ``{n,m}`` whose product over
-    nested groups stays within ``MAX_REPEAT``.
+    A sequence of atoms, each optionally quantified: a literal letter, digit or one of
+    ``LITERALS``; ``.``; an escape of ``ESCAPABLE``; a class ``[...]`` (or ``[^...]``) of those
+    characters and ranges such as ``A-Z``, with no shorthand in a negated class (``[^\\s\\S]``
+    matches nothing: a dead end). Groups ``(...)`` and ``(?:...)`` may hold alternatives
+    (``^(tokyo|osaka)$``), but only ``?`` may follow a group: a counted group whose body can
+    match nothing, ``(a?){0,1000}``, makes llama.cpp keep a thousand parse states per token.
+    Counts are exactly ``{n}``, ``{n,}`` or ``{n,m}`` with n and m at most ``MAX_REPEAT``;
+    ``^`` may only start the pattern and ``$`` only end it. The converter reads anything
+    between braces as a number (``{,20000}`` is 20,000 nested groups), so a pattern outside
+    this subset is refused rather than guessed at.
     """
     if not isinstance(pattern, str):
         raise SchemaTooComplex("pattern in a format schema must be a string")
-    refuse = f"pattern {pattern[:40]!r} is outside what this server compiles into a grammar: "
+    refuse = f"pattern {pattern[:40]!r} is outside the subset this server compiles into a grammar: "
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise SchemaTooComplex(refuse + f"it may be at most {MAX_PATTERN_LENGTH} characters")
-    if any(not " " <= character <= "~" for character in pattern):
-        raise SchemaTooComplex(refuse + "only printable ASCII characters are allowed")
     try:
         re.compile(pattern)
-    except (re.error, ValueError, OverflowError, RecursionError) as error:  # \U0FFFFFFF overflows, say
+    except (re.error, ValueError, OverflowError, RecursionError) as error:  # \\U0FFFFFFF overflows, say
         raise SchemaTooComplex(refuse + f"it is not a regular expression ({error})") from None
-    _check_pattern_parts(pattern, refuse)
+    body = pattern.removeprefix("^")
+    body = body[:-1] if body.endswith("$") and not body.endswith("\\$") else body
+    problem = _pattern_problem(body)
+    if problem:
+        raise SchemaTooComplex(refuse + problem)
 
 
-def _check_pattern_parts(pattern: str, refuse: str) -> None:
-    """One pass over the pattern: escapes, classes, groups and the product of nested counts."""
-    groups = [1]  # the largest count product inside each open group
-    last = 1  # the count product of the last atom (what a following {n,m} multiplies)
-    i = 0
-    while i < len(pattern):
-        character = pattern[i]
+LITERALS = " -_:@,/#=!%&~'"
+SIMPLE = re.compile(r"[A-Za-z0-9]")
+QUANTIFIER = re.compile(r"\?|\*|\+|\{(\d{1,4})(,(\d{1,4})?)?\}")
+
+
+def _pattern_problem(body: str) -> str:
+    """What is wrong with the pattern between its anchors, or "" if it is in the subset."""
+    depth, i = 0, 0
+    after_group = False  # the last atom was a group: only "?" may follow
+    can_quantify = False
+    while i < len(body):
+        character = body[i]
+        if character == "(":
+            i += 3 if body.startswith("(?:", i) else 1
+            if body.startswith("(?", i - 1) and not body.startswith("(?:", i - 1):
+                return "look-arounds, flags and named groups are not allowed"
+            depth, can_quantify = depth + 1, False
+            if depth > 2:
+                return "groups may nest at most 2 deep"
+            continue
+        if character == ")":
+            depth, i, after_group, can_quantify = depth - 1, i + 1, True, True
+            continue
+        if character == "|":
+            if depth == 0:
+                return "alternatives must be inside a group, e.g. ^(tokyo|osaka)$"
+            i, can_quantify = i + 1, False
+            continue
+        quantifier = QUANTIFIER.match(body, i)
+        if quantifier:
+            if not can_quantify:
+                return f"the quantifier {quantifier.group()!r} follows nothing it can repeat"
+            if after_group and quantifier.group() != "?":
+                return "only ? may follow a group; repeat a character or a class instead"
+            numbers = [int(n) for n in (quantifier.group(1), quantifier.group(3)) if n]
+            if any(n > MAX_REPEAT for n in numbers):
+                return f"counts may be at most {MAX_REPEAT}"
+            i, can_quantify, after_group = quantifier.end(), False, False
+            continue
         if character == "\\":
-            if pattern[i + 1] not in ESCAPABLE:
-                raise SchemaTooComplex(refuse + f"the escape \\{pattern[i + 1]} is not allowed")
-            i, last = i + 2, 1
-        elif character == "[":
-            i, last = _class_end(pattern, i, refuse), 1
-        elif character == "(":
-            if pattern.startswith("(?", i) and not pattern.startswith("(?:", i):
-                raise SchemaTooComplex(refuse + "look-arounds, flags and named groups are not allowed")
-            groups.append(1)
-            i += 3 if pattern.startswith("(?:", i) else 1
-            continue
-        elif character == ")":
-            last = groups.pop()
-            groups[-1] = max(groups[-1], last)
-            i += 1
-            continue
-        elif character == "{" and (count := COUNT.match(pattern, i)):
-            largest = int(count.group(3) or count.group(1)) if count.group(2) else int(count.group(1))
-            last *= max(largest, 1)
-            if last > MAX_REPEAT:
-                raise SchemaTooComplex(refuse + f"its counts, multiplied over nested groups, may be at most "
-                                                f"{MAX_REPEAT}")
-            i = count.end()
-        else:
-            i += 1
-            if character not in "*+?|^$":
-                last = 1
-        groups[-1] = max(groups[-1], last)
-
-
-def _class_end(pattern: str, start: int, refuse: str) -> int:
-    """The index after the character class that starts at ``start``; refuse shorthands in a negated class."""
-    negated = pattern.startswith("[^", start)
-    i = start + (2 if negated else 1)
-    if i < len(pattern) and pattern[i] == "]":  # a "]" first in a class is a literal
-        i += 1
-    while pattern[i] != "]":
-        if pattern[i] == "\\":
-            escaped = pattern[i + 1]
-            if escaped not in ESCAPABLE:
-                raise SchemaTooComplex(refuse + f"the escape \\{escaped} is not allowed")
-            if negated and escaped in SHORTHANDS:
-                raise SchemaTooComplex(refuse + f"\\{escaped} inside a negated class [^...] is not allowed")
+            escaped = body[i + 1:i + 2]
+            if not escaped or escaped not in ESCAPABLE:
+                return f"the escape \\{escaped} is not allowed"
             i += 2
-        else:
+        elif character == "[":
+            end = _class_end(body, i)
+            if isinstance(end, str):
+                return end
+            i = end
+        elif SIMPLE.match(character) or character in LITERALS or character == ".":
             i += 1
-    return i + 1
+        else:
+            return f"the character {character!r} must be escaped or is not allowed"
+        can_quantify, after_group = True, False
+    return ""
+
+
+def _class_end(body: str, start: int) -> int | str:
+    """The index after the class that starts at ``start``, or what is wrong with it."""
+    negated = body.startswith("[^", start)
+    i = start + (2 if negated else 1)
+    if body[i:i + 1] in ("]", ""):
+        return "a class must not be empty or start with ]"
+    while i < len(body) and body[i] != "]":
+        if body[i] == "\\":
+            escaped = body[i + 1:i + 2]
+            if not escaped or escaped not in ESCAPABLE:
+                return f"the escape \\{escaped} is not allowed"
+            if negated and escaped in SHORTHANDS:
+                return f"\\{escaped} inside a negated class [^...] is not allowed"
+            i += 2
+        elif SIMPLE.match(body[i]) or body[i] in LITERALS + ".":
+            i += 1
+        else:
+            return f"the character {body[i]!r} is not allowed in a class"
+    return i + 1 if i < len(body) else "a class is not closed"
+
+
+def grammar_nesting(grammar: str) -> int:
+    """The deepest nesting of parentheses in GBNF text, outside its literals and classes: what
+    llama.cpp's parser recurses on (about 19,000 levels end the process)."""
+    depth = deepest = 0
+    i, quote = 0, ""
+    while i < len(grammar):
+        character = grammar[i]
+        if quote:
+            if character == "\\":
+                i += 1
+            elif character == quote:
+                quote = ""
+        elif character in "\"[":
+            quote = "]" if character == "[" else character
+        elif character == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif character == ")":
+            depth -= 1
+        i += 1
+    return deepest

@@ -47,6 +47,7 @@ from .wire import Format, Options
 
 EngineFactory = Callable[[], ServedModel]  # a top-level function or a functools.partial: it is pickled
 CHILD_NICENESS = 10  # the model's process runs at a lower priority than the server's (see run_child)
+CANCEL_GRACE = 30.0  # s a cancelled request may take to stop before the child is killed
 POLL = 0.05  # s between checks of a request's cancel event while it waits for its next token
 
 
@@ -67,8 +68,9 @@ class SupervisedEngine:
     """
 
     def __init__(self, factory: EngineFactory, start_timeout: float = 600.0, ping_every: float = 5.0,
-                 ping_timeout: float = 30.0, restart_wait: float = 600.0) -> None:
+                 ping_timeout: float = 30.0, restart_wait: float = 600.0, cancel_grace: float = CANCEL_GRACE) -> None:
         self.factory = factory
+        self.cancel_grace = cancel_grace  # s a cancelled request may take to stop before the child is killed
         self.start_timeout, self.ping_every, self.ping_timeout = start_timeout, ping_every, ping_timeout
         self.restart_wait = restart_wait  # how long a request waits for a restarting child
         self.restarts = 0  # children started after the first
@@ -97,14 +99,19 @@ class SupervisedEngine:
                  cancel: threading.Event | None = None) -> Iterator[str | GenerationStats]:
         """The child's pieces for this request, as ``Engine.generate`` yields them."""
         job, replies = self._send_job("generate", prompt, options, format)
-        finished = cancelled = False
+        finished = False
+        cancelled_at: float | None = None
         try:
             while True:
-                if cancel is not None and cancel.is_set() and not cancelled:
-                    cancelled = self._send("cancel", job)
+                if cancel is not None and cancel.is_set() and cancelled_at is None:
+                    self._send("cancel", job)
+                    cancelled_at = time.monotonic()
                 try:
                     kind, payload = replies.get(timeout=POLL)
                 except queue.Empty:
+                    if cancelled_at is not None and time.monotonic() - cancelled_at > self.cancel_grace:
+                        self._kill(f"a cancelled request did not stop within {self.cancel_grace:.0f} s")
+                        cancelled_at = float("inf")  # killed once; its ModelRestarted comes through replies
                     continue
                 if kind == "item":
                     yield payload
@@ -263,10 +270,16 @@ class SupervisedEngine:
             finally:
                 with self._lock:
                     self._jobs.pop(job, None)
-            if problem and process is self._process and not self._closed:
-                self.last_failure = problem
-                print(f"killing the model's process: {problem}", file=sys.stderr, flush=True)
-                process.kill()
+            if problem and process is self._process:
+                self._kill(problem)
+
+    def _kill(self, problem: str) -> None:
+        """Kill the child for ``problem``; its reader then fails its requests and starts a new one."""
+        if self._closed:
+            return
+        self.last_failure = problem
+        print(f"killing the model's process: {problem}", file=sys.stderr, flush=True)
+        self._process.kill()
 
 
 def exit_reason(code: int | None) -> str:

@@ -31,9 +31,10 @@ presence, frequency    -2 to 2                      OpenAI's range
 ``num_ctx``            16 to the server's maximum   every new size reloads the model
 ``format`` schema      1,000 objects and arrays     each becomes grammar rules (``grammar_limits``)
 schema counts          0 to 1,000                   ``minLength``, ``maxItems``...: one grammar step each
-``pattern``            256 printable ASCII chars,   a safe subset only (no look-arounds, no ``\\u``,
-                       counts multiplied <= 1,000   no shorthand in ``[^...]``); others are refused
-grammar text           256 KiB                      checked after conversion, before llama.cpp compiles it
+schema lists           64 entries                   ``enum``, ``anyOf``, ``properties``...: paths per token
+``pattern``            256 chars, a safe subset     atoms, classes, strict counts up to 1,000, groups
+                                                    followed by ``?`` only; others are refused
+grammar text           256 KiB, nested <= 1,500     checked after conversion, before llama.cpp compiles it
 =====================  ===========================  =============================================
 """
 
