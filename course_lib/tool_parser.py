@@ -33,6 +33,7 @@ BLOCKS: tuple[tuple[re.Pattern[str], CallStyle], ...] = ((TAGGED, "tagged"), (FE
 CALL_OPENERS = ("<tool_call>", "```", "{", "[")
 SCAN_BUDGET = 8  # failed tries at reading a JSON value may read 8 times the text, in all
 MAX_FAILED_TRIES = 1_000  # and there are at most this many (each failure costs Python time too)
+MAX_VALUES = 1_000  # JSON values read from one text or block; more is degenerate, and stays content
 VALUE_START = re.compile(r'\{\{?\s*["}]|\[\s*[-\[{"0-9tfn\]]')  # where a JSON value (or {{...}}) may start
 
 
@@ -141,15 +142,15 @@ def _json_values(text: str) -> list[tuple[int, int, Any]]:
     Each ``[`` or ``{`` that may start a value is tried, and a failed try may read far ahead:
     a model that degenerates into ``[1, [1, [1, ...`` would cost time growing with the square
     of its length. So the failed tries share a budget of ``SCAN_BUDGET`` times the text's
-    length and ``MAX_FAILED_TRIES``; once either is spent, no further bare value is looked
-    for, and the rest stays content (nothing is dropped).
+    length and ``MAX_FAILED_TRIES``, and at most ``MAX_VALUES`` are read; once any is spent, no
+    further bare value is looked for, and the rest stays content (nothing is dropped).
     """
     decoder = json.JSONDecoder()
     found, index = [], 0
     budget = SCAN_BUDGET * len(text)  # characters that failed tries may still read
     end: int | None  # where the value that starts at index ends; None: no value starts there
     tries = MAX_FAILED_TRIES
-    while index < len(text) and budget > 0 and tries > 0:
+    while index < len(text) and budget > 0 and tries > 0 and len(found) < MAX_VALUES:
         if not VALUE_START.match(text, index):  # a "{" not followed by '"' cannot start a call, "{{" aside
             index += 1
             continue
