@@ -146,7 +146,8 @@ def _json_values(text: str) -> list[tuple[int, int, Any]]:
     further bare value is looked for, and the rest stays content (nothing is dropped).
     """
     decoder = json.JSONDecoder()
-    found, index = [], 0
+    found: list[tuple[int, int, Any]] = []
+    index = 0
     budget = SCAN_BUDGET * len(text)  # characters that failed tries may still read
     end: int | None  # where the value that starts at index ends; None: no value starts there
     tries = MAX_FAILED_TRIES
