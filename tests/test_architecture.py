@@ -21,7 +21,7 @@ LAYERS = [
     {"security"},
     {"display"},
     {"kiosk"},
-    {"checks", "grading", "gradebook", "sandbox", "exercises", "refresh"},
+    {"checks", "grading", "gradebook", "sandbox", "exercises", "refresh", "slides", "lesson_plan"},
 ]
 
 

@@ -1,0 +1,77 @@
+"""The numbers behind the instructors' agendas (course_lib/lesson_plan.py): counted and read right,
+and the README's measured run times still the ones the agendas cite."""
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib import lesson_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed_code(source: str, start: str, end: str):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["execution"] = {"iopub.execute_input": start, "shell.execute_reply": end}
+    return cell
+
+
+def test_sections_count_words_code_and_seconds():
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Lesson 0 · A title\n\nFour words of prose."),
+        timed_code("x = 1", "2026-01-01T10:00:00.000000Z", "2026-01-01T10:00:02.500000Z"),
+        nbformat.v4.new_markdown_cell("Some text.\n\n## 1. Second part\n\n| a | b |\n| --- | --- |\n"
+                                      "```bash\n# not a heading\n```"),
+        timed_code("print(x)", "2026-01-01T10:00:03Z", "2026-01-01T10:01:03Z"),
+        nbformat.v4.new_code_cell("never run"),
+    ])
+    first, second = lesson_plan.sections_of(notebook)
+    assert first.title == "Lesson 0 · A title" and second.title == "1. Second part"
+    # a word has a letter or a digit: "#", "·", "=", "|" and "---" are none
+    assert (first.prose_words, first.code_words, first.code_cells, first.seconds) == (4 + 4 + 2, 2, 1, 2.5)
+    # "1. Second part" 3, "a" and "b" 2, "```bash" 1, "not a heading" 3
+    assert (second.prose_words, second.code_words, second.code_cells, second.seconds) == (9, 1 + 2, 2, 60.0)
+
+
+def test_a_lesson_is_measured_from_its_notebook_and_its_solutions():
+    readme = lesson_plan.readme_run_times((ROOT / "README.md").read_text(encoding="utf-8"))
+    lesson = lesson_plan.measure(ROOT / "notebooks" / "01_the_wire.ipynb", readme)
+    notebook = nbformat.read(lesson.path, as_version=4)
+    assert lesson.number == "1" and lesson.title.startswith("Lesson 1 · The wire")
+    assert lesson.code_cells == sum(cell.cell_type == "code" for cell in notebook.cells)
+    assert lesson.exercises == 4 and lesson.solution_lines > 4
+    assert lesson.readme_seconds == 29 and lesson.readme_quick_seconds is None
+    assert 0 < lesson.seconds < 120 and lesson.stated == "20"
+    reading, running = lesson.words / 200, max(lesson.seconds, 29) / 60
+    assert lesson.minutes(200, 10) == -(-(reading + running + 40) // 1)
+
+
+def test_the_quick_run_replaces_the_full_one_where_the_readme_measured_it():
+    lesson = lesson_plan.Lesson("8", Path("08_x.ipynb"), "Lesson 8", None,
+                                [lesson_plan.Section("all", prose_words=400, seconds=700.0)],
+                                exercises=1, readme_seconds=739, readme_quick_seconds=180)
+    assert lesson.run_seconds() == 739 and lesson.run_seconds(quick=True) == 180
+    assert lesson.minutes(200, 10) == 2 + 13 + 10  # 12.3 minutes of running, rounded up with the rest
+    assert lesson.minutes(200, 10, quick=True) == 2 + 3 + 10
+
+
+def test_every_lesson_in_order_with_9b_after_9():
+    numbers = [lesson.number for lesson in lesson_plan.lessons(ROOT)]
+    assert numbers == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "9b", "10", "11", "12", "13"]
+
+
+def test_a_run_time_the_readme_no_longer_says_is_an_error():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lesson_plan.readme_run_times(readme)  # today's README says all of them
+    with pytest.raises(ValueError, match="README.md no longer says 'Lesson 10 takes about 2.5 minutes'"):
+        lesson_plan.readme_run_times(readme.replace("Lesson 10 takes about 2.5 minutes", "Lesson 10 takes 3 minutes"))
+
+
+def test_the_command_prints_a_row_per_lesson(capsys):
+    assert lesson_plan.main(["--wpm", "150"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n| ") == 2 + 14 - 1 and "reading at 150 words a minute" in out
+    assert "| 9b · AgentDojo itself" in out
+    with pytest.raises(SystemExit):
+        lesson_plan.main(["--wpm", "0"])
