@@ -301,14 +301,17 @@ def setup(extras: tuple[str, ...] = ("test",)) -> None:
 
 def model_state() -> tuple[bool, str]:
     """Whether the model the course will use (``COURSE_MODEL_PATH``, else ``COURSE_MODEL``,
-    else the 0.5B) is here and verified, and a line that names it, with why not if it is not.
-    The course's Python answers (``python -m course_lib.models check``): the library is
+    else the 0.5B) is here and verified, and a line that names it and the source that served
+    it, with why not if it is not there. The course's Python answers (``python -m
+    course_lib.models check``: the model's name, then ``source: ...``): the library is
     installed there, not in the Python that runs this script."""
     done = subprocess.run([str(python()), "-m", "course_lib.models", "check"], capture_output=True, text=True,
                           cwd=ROOT)
-    name = done.stdout.strip() or "the chosen model"
+    name, *rest = done.stdout.strip().splitlines() or ["the chosen model"]
+    source = [line.removeprefix("source: ") for line in rest if line.startswith("source: ")]
     why = done.stderr.strip().splitlines()[-1:] if done.returncode else []
-    return done.returncode == 0, ": ".join([f"the model {name} fetched", *why])
+    served = f"; source: {source[0]}" if source else ""
+    return done.returncode == 0, ": ".join([f"the model {name} fetched{served}", *why])
 
 
 def model_fetched() -> bool:

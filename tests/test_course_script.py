@@ -1,6 +1,7 @@
 """``course.py``: what it says about the set-up must be true."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from course_lib import runtime
-from course_lib.models import REGISTRY, ModelFetchError, local_path, note_path
+from course_lib.models import REGISTRY, ModelFetchError, local_path, note_path, source_path
 
 spec = importlib.util.spec_from_file_location("course_script", Path(__file__).parents[1] / "course.py")
 course = importlib.util.module_from_spec(spec)
@@ -34,7 +35,11 @@ def test_the_model_check_asks_about_the_chosen_model(monkeypatch, tmp_path):
     ok, line = course.model_state()
     assert not ok and "qwen2.5-coder:0.5b" in line and "not fetched" in line
     monkeypatch.setenv("COURSE_MODEL", "qwen2.5-coder:1.5b")
-    assert course.model_state() == (True, "the model qwen2.5-coder:1.5b fetched")
+    assert course.model_state() == (True, "the model qwen2.5-coder:1.5b fetched; source: not recorded (fetched "
+                                          "before the course kept a record of it)")
+    record = {"source": "Hugging Face", "from": "https://hub/x", "sha256": REGISTRY["qwen2.5-coder:1.5b"].sha256}
+    source_path(local_path(REGISTRY["qwen2.5-coder:1.5b"])).write_text(json.dumps(record))
+    assert course.model_state() == (True, "the model qwen2.5-coder:1.5b fetched; source: Hugging Face, https://hub/x")
     monkeypatch.setenv("COURSE_MODEL", "no-such-model:1b")
     ok, line = course.model_state()
     assert not ok and "unknown model" in line, "an unknown model is not reported as fetched, and says why"
@@ -54,7 +59,8 @@ def test_models_check_names_the_model_and_exits_1_with_the_reason_when_it_is_not
     monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
     pretend_fetched("qwen2.5-coder:1.5b")
     done = subprocess.run(command, capture_output=True, text=True, env=env)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "qwen2.5-coder:1.5b\n", "")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "qwen2.5-coder:1.5b\nsource: not recorded (fetched before the course kept a record of it)\n"
 
 
 # 2. a .venv left half-made

