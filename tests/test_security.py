@@ -366,16 +366,16 @@ def test_the_summary_counts_rates_per_defense_per_kind_and_per_delivery(tmp_path
     assert len(saved["outcomes"]) == 8 and load_outcomes(tmp_path / "defense_table.json") == outcomes
 
 
-def test_claims_follow_the_intervals():
+def test_claims_follow_the_paired_test():
     base = [outcome("no defense", True, True, True, task=f"t{i}") for i in range(20)]
     strong = [outcome("strong", True, True, False, task=f"t{i}") for i in range(20)]
     weak = [outcome("weak", True, True, i < 17, task=f"t{i}") for i in range(20)]
     benign = [outcome(label, False, True, None, task=f"t{i}") for label in ("no defense", "strong", "weak")
               for i in range(20)]
     rows = summarise(base + strong + weak + benign)
-    said = claims(rows)
-    assert "strong: attack success" in said[0] and "lower than no defense's" in said[0]
-    assert "not shown to differ from no defense's" in said[1]
+    said = claims(rows)  # tests/test_paired.py checks the sentences whole
+    assert said[0].startswith("strong: attack success") and ": lower (exact sign test over 20 user tasks" in said[0]
+    assert "weak: attack success" in said[1] and "not shown to differ (exact sign test" in said[1]
     assert best_defense(rows).defense == "strong"
 
 
