@@ -219,13 +219,13 @@ def paired_results(rows: list[Row], baseline: str = "no defense") -> list[dict[s
     results = []
     for row in rows:
         for measure in MEASURES if row is not base else ():
+            result: dict[str, Any] = {"defense": row.defense, "measure": measure}
             try:
                 test = paired_test(base, row, measure)
             except ValueError as error:  # saved as what it is, so that the runs are saved too
-                results.append({"defense": row.defense, "measure": measure, "error": str(error)})
+                results.append({**result, "error": str(error)})
                 continue
-            results.append({"defense": row.defense, "measure": measure, **asdict(test),
-                            "tasks_for_80%_power": tasks_needed(test)})
+            results.append({**result, **asdict(test), "tasks_for_80%_power": tasks_needed(test)})
     return results
 
 
