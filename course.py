@@ -9,13 +9,20 @@
 ``python3 course.py lab --no-browser --port 8899 --IdentityProvider.token=SECRET`` runs it
 headless on a port and with a token of your choice (what ``tests/test_browser.py`` does).
 
-Also: ``python3 course.py grade exercises/01_the_wire.ipynb`` (one line per exercise:
-passed, failed with the check's message, or not attempted; ``-v`` for nbval's raw
-output; no notebook: a table over all of them; ``--class DIR --out OUT``: an
-instructor's gradebook, see ``course_lib/gradebook.py``), ``python3 course.py setup`` (only install and fetch),
-``python3 course.py check`` (say what is there and what is missing, and which Python the
-course runs on) and ``python3 course.py python ARGS`` (run that Python with ARGS, e.g.
-``-m course_lib.server``, on every platform). Arguments after ``test`` go to pytest.
+Also:
+
+    python3 course.py setup                 # only install and fetch the model
+    python3 course.py setup --from BUNDLE   # the same from a course bundle: no network, no compiler
+    python3 course.py check                 # what is there, what is missing, which Python, which model source
+    python3 course.py grade NOTEBOOK        # grade exercises (-v: nbval's output; --class DIR --out OUT)
+    python3 course.py bundle OUT            # write a room's offline bundle (wheels, model, README) into OUT
+                                            #   [--model qwen2.5-coder:1.5b] [--add-wheels DIR]
+    python3 course.py slides OUT            # the lessons as slides (python -m course_lib.slides OUT)
+    python3 course.py python ARGS           # run the course's Python with ARGS, e.g. -m course_lib.server
+
+``grade`` prints one line per exercise: passed, failed with the check's message, or not
+attempted; no notebook: a table over all of them; ``--class DIR --out OUT``: an
+instructor's gradebook, see ``course_lib/gradebook.py``. Arguments after ``test`` go to pytest.
 
 Everything is installed into ``.venv`` next to this file, unless you run this script
 from an environment you activated yourself (a venv, or a conda environment other than
@@ -23,17 +30,21 @@ from an environment you activated yourself (a venv, or a conda environment other
 The first install compiles llama-cpp-python from source: about 5 minutes on 2 cores,
 once (pip keeps the built wheel in its cache; on a CPU that lists AMX it is built for the
 CPU's vector extensions without AMX and kept in the course's cache folder, see
-``llama_without_amx``).
+``llama_without_amx``). A bundle (``course.py bundle``) carries that wheel built once, on the
+instructor's machine, for laptops like it; ``setup --from`` installs it with no compiler.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 from typing import NamedTuple
@@ -217,11 +228,15 @@ def llama_build_args(flags: set[str]) -> str | None:
     return " ".join(["-DGGML_NATIVE=OFF", *options])
 
 
-def install(extras: tuple[str, ...] = ("test",)) -> None:
+def install(extras: tuple[str, ...] = ("test",), wheelhouse: Path | None = None) -> None:
     """Install the course (editable) with its ``extras`` (the test tools; ``course.py test``
     adds AgentDojo), if needed: into ``.venv``, which is made here, or into the environment you
-    activated."""
-    missing = [p for p in prerequisites() if not p.found]
+    activated.
+
+    With a ``wheelhouse`` (a bundle's ``wheels/`` folder) nothing is downloaded and nothing is
+    compiled: pip takes every package from that folder, as a wheel (``--no-index
+    --only-binary=:all:``), or stops and says which one the folder lacks for this machine."""
+    missing = [p for p in prerequisites() if not p.found and not (wheelhouse and p.only_to_build)]
     for p in missing:
         if not p.only_to_build:
             sys.exit(f"The course needs {p.what}: {p.how}.")
@@ -237,13 +252,53 @@ def install(extras: tuple[str, ...] = ("test",)) -> None:
     if missing and not imports("llama_cpp"):
         for p in missing:
             print(f"warning: no {p.what} found; {p.how}.", flush=True)
-    print("Installing the course's packages. The first time, pip compiles llama-cpp-python "
-          "from source (about 5 minutes on 2 cores).", flush=True)
-    if not in_own_environment():  # your own environment's pip is yours to upgrade, not ours
-        run(python(), "-m", "pip", "install", "--upgrade", "pip")
     extras = tuple(sorted(set(extras) | (set(installed) if done == wanted else set())))
-    run(python(), "-m", "pip", "install", "-e", f".[{','.join(extras)}]", *llama_without_amx())
+    if wheelhouse is not None:
+        print(f"Installing the course's packages from {wheelhouse}, with no network and no compiler.", flush=True)
+        offline = ["--no-index", "--find-links", str(wheelhouse), "--only-binary=:all:"]
+        if not in_own_environment() and list(wheelhouse.glob("pip-*.whl")):
+            run_pip_offline(wheelhouse, "install", *offline, "--upgrade", "pip")
+        run_pip_offline(wheelhouse, "install", *offline, "-e", f".[{','.join(extras)}]")
+    else:
+        print("Installing the course's packages. The first time, pip compiles llama-cpp-python "
+              "from source (about 5 minutes on 2 cores).", flush=True)
+        if not in_own_environment():  # your own environment's pip is yours to upgrade, not ours
+            run(python(), "-m", "pip", "install", "--upgrade", "pip")
+        run(python(), "-m", "pip", "install", "-e", f".[{','.join(extras)}]", *llama_without_amx())
     stamp.write_text(" ".join([wanted, *extras]))
+
+
+def this_platform() -> str:
+    """This machine as wheels name it, roughly: the OS and CPU, and the Python version."""
+    return f"{sysconfig.get_platform()}, Python {sys.version_info.major}.{sys.version_info.minor}"
+
+
+def run_pip_offline(wheelhouse: Path, *args: str) -> None:
+    """Run the course's pip with ``args`` (showing its output as it comes), ignoring pip's settings
+    on this machine (its configuration files and ``PIP_*`` variables: no other index or folder of
+    wheels creeps in); if it fails
+    because the wheelhouse lacks a package for this machine, stop and say which, and how to add it."""
+    command = [str(python()), "-m", "pip", "--isolated", *args]
+    print("$", " ".join(command), flush=True)
+    no_settings = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # with --isolated: no pip.conf, no PIP_* variable
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=no_settings)
+    assert process.stdout is not None
+    output = []
+    for line in process.stdout:
+        print(line, end="", flush=True)
+        output.append(line)
+    if process.wait() == 0:
+        return
+    lacking = re.findall(r"No matching distribution found for (\S+)", "".join(output))
+    if not lacking:
+        sys.exit(process.returncode)
+    sys.exit(f"\nThe bundle's wheels ({wheelhouse}) have no {', '.join(lacking)} for this machine "
+             f"({this_platform()}); nothing was compiled. A bundle serves the platforms it was built on "
+             f"(its README.md lists them). To add this one: on a machine like this one, with a C/C++ compiler, run "
+             f"`python3 course.py bundle {wheelhouse.parent}` (it adds that machine's wheels to the bundle), or "
+             f"build the wheels there with `pip wheel` and add them with `python3 course.py bundle "
+             f"{wheelhouse.parent} --add-wheels DIR`.")
 
 
 def dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
@@ -274,29 +329,182 @@ def pinned_requirement(name: str, pyproject: Path = ROOT / "pyproject.toml") -> 
 
 def llama_without_amx() -> list[str]:
     """Extra ``pip install`` arguments that install llama-cpp-python built without AMX where
-    this CPU lists AMX (``llama_build_args``); none elsewhere.
+    this CPU lists AMX (``llama_build_args``); none elsewhere, and none when the environment
+    you activated has llama-cpp-python already (conda-forge's).
 
-    pip's own wheel cache knows nothing of CMake arguments and could hand back a wheel built
-    natively, so the wheel is built here, once, into the course's cache folder (a folder per set
-    of arguments), and that exact wheel is installed; later installs find it there."""
+    The wheel is built here, once (``llama_wheel``), and that exact wheel is installed; later
+    installs find it in the course's cache folder."""
     cmake_args = llama_build_args(cpu_flags())
     if not cmake_args:
         return []
-    cache = Path(os.environ.get("COURSE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-                 / "course-tool-calling").expanduser()
-    wheels = cache / "wheels" / hashlib.sha256(cmake_args.encode()).hexdigest()[:12]
+    if in_own_environment() and imports("llama_cpp"):
+        return []  # yours, e.g. conda-forge's build (not built for this CPU, so no AMX either)
+    wheel = llama_wheel(cmake_args, f"This CPU lists AMX: building llama-cpp-python without it ({cmake_args}).")
+    return ["--find-links", str(wheel.parent), f"llama-cpp-python=={wheel.name.split('-')[1]}"]
+
+
+def course_cache() -> Path:
+    """The course's cache folder (``COURSE_CACHE_DIR``, else ``~/.cache/course-tool-calling``)."""
+    return Path(os.environ.get("COURSE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                / "course-tool-calling").expanduser()
+
+
+def llama_wheel(cmake_args: str, why: str) -> Path:
+    """llama-cpp-python's wheel built with ``cmake_args``, built once (saying ``why``) into the
+    course's cache folder, a folder per set of arguments, and found there afterwards.
+
+    pip's own wheel cache knows nothing of CMake arguments and could hand back a wheel built
+    with others, so the build skips it (``--no-cache-dir``)."""
+    effective = f"{os.environ.get('CMAKE_ARGS', '')} {cmake_args}".strip()
+    wheels = course_cache() / "wheels" / hashlib.sha256(effective.encode()).hexdigest()[:12]
     if not list(wheels.glob("llama_cpp_python-*.whl")):
-        print(f"This CPU lists AMX: building llama-cpp-python without it ({cmake_args}).", flush=True)
-        os.environ["CMAKE_ARGS"] = f"{os.environ.get('CMAKE_ARGS', '')} {cmake_args}".strip()
+        print(why, flush=True)
+        os.environ["CMAKE_ARGS"] = effective
         requirement = pinned_requirement("llama-cpp-python")
         run(python(), "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "-w", wheels, requirement)
-    [wheel] = sorted(wheels.glob("llama_cpp_python-*.whl"))[-1:]
-    return ["--find-links", str(wheels), f"llama-cpp-python=={wheel.name.split('-')[1]}"]
+    return sorted(wheels.glob("llama_cpp_python-*.whl"))[-1]
 
 
 def setup(extras: tuple[str, ...] = ("test",)) -> None:
     install(extras)
     run(python(), "-m", "course_lib.models", "fetch")
+
+
+def setup_from(bundle: Path, extras: tuple[str, ...] = ("test",)) -> None:
+    """Set the course up from a bundle (``course.py bundle``) with no network at all: the
+    packages from its wheels, the models it holds copied into the cache once their SHA-256
+    matches."""
+    wheelhouse = bundle.expanduser().resolve() / "wheels"
+    if not list(wheelhouse.glob("*.whl")):
+        sys.exit(f"{bundle} is not a course bundle: it has no wheels/ folder with wheels in it "
+                 "(`python3 course.py bundle FOLDER` writes one, on the instructor's machine).")
+    install(extras, wheelhouse)
+    run(python(), "-m", "course_lib.models", "fetch", "--bundle", wheelhouse.parent)
+
+
+# llama.cpp's build for the laptops of a room, whatever CPU the instructor's machine has: no
+# "-march=native" (a wheel built for this CPU can stop with an illegal instruction on another);
+# on x86-64, the vector extensions every x86-64 CPU since about 2015 has (x86-64-v3: AVX2, FMA,
+# F16C, BMI2), no AVX-512, no AMX; no OpenMP, whose library a laptop without a compiler may lack.
+PORTABLE_X86 = ("-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
+                "-DGGML_F16C=ON -DGGML_BMI2=ON")
+
+
+def portable_build_args() -> str:
+    """CMake arguments for a llama-cpp-python wheel that runs on other machines of this kind."""
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        return PORTABLE_X86
+    return "-DGGML_OPENMP=OFF"  # elsewhere llama.cpp's own choice for this CPU (not tested here)
+
+
+BUNDLE_README = """# Course bundle: tool calling from the wire up
+
+Everything a room needs to set the course up with no network: Python packages as wheels
+(`wheels/`), the verified model file(s) (`models/`), and this file. Written by
+`python3 course.py bundle` (see "Offline room install" in the course's README.md).
+
+## On each learner's laptop
+
+1. Copy or clone the course's repository (the same version as the bundle: {commit}).
+2. Plug the stick in and run, in the course's folder:
+
+       python3 course.py setup --from /path/to/this/bundle
+
+   (on Windows `py course.py setup --from E:\\bundle`). It makes `.venv/`, installs every
+   package from `wheels/` (no download, no compiler: `pip install --no-index --only-binary=:all:`)
+   and copies each model into the course's cache after checking its SHA-256. Then
+   `python3 course.py lab` opens the course, offline.
+
+The laptop needs Python {pythons} on {platforms}: the wheels of compiled packages are made for
+one operating system, CPU architecture and Python version. Any other stops at the install
+with the name of the package the bundle lacks for it; nothing is compiled.
+
+## What is inside
+
+Models (checked by SHA-256 when copied in, and when this bundle was written):
+
+{models}
+
+llama-cpp-python (the model runtime, compiled once on the instructor's machine):
+
+{llama}
+
+On x86-64 it is built for CPUs with AVX2, FMA, F16C and BMI2 (x86-64-v3: Intel since
+Haswell, 2013, AMD since Excavator, 2015; not some Celeron, Pentium and Atom models), without
+AVX-512, AMX or OpenMP, so it runs on laptops other than the one that built it. Its CMake
+arguments: `{cmake}`.
+
+## Adding a platform
+
+A room with Windows laptops, Macs or another Python version needs their wheels too. On one
+machine of each kind (with a C/C++ compiler there, for llama-cpp-python), in the course's
+folder, write into the same bundle:
+
+    python3 course.py bundle /path/to/this/bundle
+
+It adds that machine's wheels next to these (pip picks the right ones on each laptop) and
+keeps the models. Wheels built elsewhere (`pip wheel -w DIR ...`) are added with
+`python3 course.py bundle /path/to/this/bundle --add-wheels DIR`.
+"""
+
+
+def wheel_platform(wheel: str) -> tuple[str, str] | None:
+    """The Python and platform tags of a wheel's file name, e.g. ``("cp311", "linux_x86_64")``; None
+    for a pure-Python wheel that fits everywhere."""
+    python_tag, _abi, platform_tag = wheel.removesuffix(".whl").split("-")[-3:]
+    return None if platform_tag == "any" else (python_tag, platform_tag)
+
+
+def bundle(out: Path, models: list[str], add_wheels: list[Path]) -> None:
+    """Write what a room needs into ``out``: wheels of every package the course installs, with
+    llama-cpp-python built once here for laptops like this machine; the verified model files;
+    a README. Running it again on another platform into the same folder adds that platform."""
+    out = out.expanduser().resolve()
+    for folder in add_wheels:
+        if not list(folder.glob("*.whl")):
+            sys.exit(f"{folder} holds no wheel (.whl) to add")
+    install()
+    wheels = out / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    for folder in add_wheels:
+        for wheel in sorted(folder.glob("*.whl")):
+            shutil.copy2(wheel, wheels / wheel.name)
+    cmake_args = portable_build_args()
+    llama = llama_wheel(cmake_args, f"Building llama-cpp-python once, for laptops like this machine ({cmake_args}): "
+                                    "about 10 minutes on 2 cores.")
+    version = llama.name.split("-")[1]
+    run(python(), "-m", "pip", "wheel", "--wheel-dir", wheels, "--find-links", llama.parent,
+        "pip", "setuptools>=68", ".[test]", f"llama-cpp-python=={version}")
+    for own in wheels.glob("course_lib-*.whl"):  # the course itself is installed from its clone
+        own.unlink()
+    run(python(), "-m", "course_lib.models", "bundle", out, *models)
+    write_bundle_readme(out, cmake_args)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"\nThe bundle is in {out} ({size / 1e9:.2f} GB): see its README.md. On each laptop: "
+          f"`python3 course.py setup --from {out}`.")
+
+
+def write_bundle_readme(out: Path, cmake_args: str) -> None:
+    """The bundle's README.md, from what the folder holds now."""
+    wheels = sorted(p.name for p in (out / "wheels").glob("*.whl"))
+    tags = {tag for wheel in wheels if (tag := wheel_platform(wheel))}
+    pythons = sorted({f"{py[2]}.{py[3:]}" for py, _ in tags if py.startswith("cp")}) or ["3"]
+    platforms = sorted({plat for _, plat in tags}) or ["any platform"]
+    models = [f"- `models/{p.name}`: SHA-256 `{(p.parent / (p.name + '.sha256')).read_text().strip()}`, "
+              f"{p.stat().st_size:,} bytes" for p in sorted((out / "models").glob("*.gguf"))]
+    llama = [f"- `wheels/{w}`" for w in wheels if w.startswith("llama_cpp_python-")]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    (out / "README.md").write_text(BUNDLE_README.format(
+        commit=f"commit {commit.stdout.strip()}" if commit.returncode == 0 else "see the course's README.md",
+        pythons=" or ".join(pythons), platforms=", ".join(platforms), models="\n".join(models) or "- none",
+        llama="\n".join(llama) or "- none", cmake=cmake_args), encoding="utf-8")
+
+
+def slides(args: list[str]) -> int:
+    """Write the lessons as slides (``python -m course_lib.slides OUT``, nbconvert's slides
+    exporter) with the course's Python, installing the course first if needed."""
+    install()
+    return subprocess.run([str(python()), "-m", "course_lib.slides", *args], cwd=ROOT).returncode
 
 
 def model_state() -> tuple[bool, str]:
@@ -397,11 +605,32 @@ def main(argv: list[str]) -> int:
     elif command == "grade":
         return grade(rest)
     elif command == "setup":
-        setup()
+        parser = argparse.ArgumentParser(prog="python3 course.py setup")
+        parser.add_argument("--from", dest="bundle", type=Path,
+                            help="a course bundle's folder: install from it, with no network")
+        options = parser.parse_args(rest)
+        if options.bundle:
+            setup_from(options.bundle)
+        else:
+            setup()
+    elif command == "bundle":
+        parser = argparse.ArgumentParser(prog="python3 course.py bundle",
+                                         description="write what a room needs for an offline install into OUT")
+        parser.add_argument("out", type=Path, help="the bundle's folder, e.g. on a USB stick")
+        parser.add_argument("--model", action="append", default=[], metavar="NAME",
+                            help="another registry model to put in, besides the default (e.g. qwen2.5-coder:1.5b)")
+        parser.add_argument("--add-wheels", action="append", default=[], type=Path, metavar="DIR",
+                            help="a folder of wheels built on another platform to add")
+        options = parser.parse_args(rest)
+        bundle(options.out, options.model, options.add_wheels)
+    elif command == "slides":
+        return slides(rest)
     elif command == "check":
         return check()
     elif command == "python":
         return course_python(rest)
+    elif command in ("-h", "--help", "help"):
+        print(__doc__)
     else:
         print(__doc__)
         return 2

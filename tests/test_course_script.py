@@ -5,8 +5,11 @@ import json
 import os
 import subprocess
 import sys
+import venv
+import zipfile
 from pathlib import Path
 
+import pip
 import pytest
 
 from course_lib import runtime
@@ -343,3 +346,149 @@ def test_lab_stops_before_installing_anything_when_the_folder_is_not_there(lab_r
     with pytest.raises(SystemExit, match="no-such-folder is not a folder"):
         course.main(["lab", str(tmp_path / "no-such-folder")])
     assert lab_runs == []
+
+
+# 7. a room's bundle: setup --from installs from its wheels with no network and no compiler
+
+
+TINY_BACKEND = '''"""A build backend in a few lines, so the tiny course installs editable with nothing downloaded."""
+import base64, hashlib, os, zipfile
+
+NAME, VERSION = "tiny_course", "0.1"
+METADATA = ("Metadata-Version: 2.1\\nName: tiny-course\\nVersion: 0.1\\nRequires-Dist: tinydep==1.0\\n"
+            "Provides-Extra: test\\n")
+
+
+def wheel(directory, files):
+    name = f"{NAME}-{VERSION}-py3-none-any.whl"
+    info = f"{NAME}-{VERSION}.dist-info"
+    files = {**files, f"{info}/METADATA": METADATA,
+             f"{info}/WHEEL": "Wheel-Version: 1.0\\nGenerator: tiny\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+              f"{len(text.encode())}" for path, text in files.items()]
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{info}/RECORD", "\\n".join([*record, f"{info}/RECORD,,"]) + "\\n")
+    return name
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return wheel(wheel_directory, {f"{NAME}.pth": os.path.abspath(".") + "\\n"})
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return wheel(wheel_directory, {f"{NAME}/__init__.py": ""})
+'''
+
+
+def tiny_wheel(folder: Path, filename: str) -> Path:
+    """A wheel of the package ``tinydep`` (one module) under ``filename``'s tags."""
+    name, version = filename.split("-")[:2]
+    info = f"{name}-{version}.dist-info"
+    with zipfile.ZipFile(folder / filename, "w") as archive:
+        archive.writestr(f"{name}.py", "ANSWER = 42\n")
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        tag = "-".join(filename.removesuffix(".whl").split("-")[2:])
+        archive.writestr(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: tiny\nRoot-Is-Purelib: true\nTag: {tag}\n")
+        archive.writestr(f"{info}/RECORD", "")
+    return folder / filename
+
+
+def a_venv_with_this_pip(path: Path) -> None:
+    """A venv at ``path`` whose pip is this Python's (linked in): made in a blink, unlike ``ensurepip``'s."""
+    venv.create(path, with_pip=False, symlinks=os.name != "nt")
+    interpreter = path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site = subprocess.check_output([str(interpreter), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                   text=True).strip()
+    Path(site, "pip").symlink_to(Path(pip.__file__).parent, target_is_directory=True)
+
+
+@pytest.fixture
+def tiny_course(monkeypatch, tmp_path):
+    """course.py pointed at a tiny course (one dependency, ``tinydep==1.0``) with its own
+    ``.venv``, and an empty bundle folder; the model fetch is only recorded."""
+    root = tmp_path / "course"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "tiny_backend"\n'
+                                         'backend-path = ["."]\n')
+    (root / "tiny_backend.py").write_text(TINY_BACKEND)
+    (root / "tiny_course.py").write_text("")
+    a_venv_with_this_pip(tmp_path / ".venv")
+    interpreter = tmp_path / ".venv" / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    monkeypatch.setattr(course, "ROOT", root)
+    monkeypatch.setattr(course, "VENV", tmp_path / ".venv")
+    monkeypatch.setattr(course, "in_own_environment", lambda: False)
+    monkeypatch.setattr(course, "python", lambda: interpreter)
+    commands = []
+    monkeypatch.setattr(course, "run", lambda *args: commands.append([str(a) for a in args]))
+    (tmp_path / "stick" / "wheels").mkdir(parents=True)
+    return tmp_path / "stick", commands
+
+
+def test_setup_from_a_bundle_installs_its_wheels_with_no_index_then_copies_its_models(tiny_course, capfd):
+    stick, commands = tiny_course
+    tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
+    course.main(["setup", "--from", str(stick)])
+    assert subprocess.run([str(course.python()), "-c", "import tinydep, tiny_course; assert tinydep.ANSWER == 42"],
+                          cwd=stick).returncode == 0
+    out = capfd.readouterr().out
+    assert "--no-index" in out and "--only-binary=:all:" in out and "Building wheel for tinydep" not in out
+    assert commands == [[str(course.python()), "-m", "course_lib.models", "fetch", "--bundle", str(stick.resolve())]]
+    assert course.stamp_path().read_text().split()[1:] == ["test"], "installed: later runs do not install again"
+
+
+@pytest.mark.parametrize("lacking", ["tinydep-1.0-py3-none-win_arm64.whl", "tinydep-1.0.tar.gz"])
+def test_setup_from_a_bundle_without_a_wheel_for_this_machine_names_it_and_compiles_nothing(tiny_course, lacking,
+                                                                                            monkeypatch, tmp_path):
+    stick, commands = tiny_course
+    (tmp_path / "elsewhere").mkdir()  # this machine's pip settings name a folder that has the wheel: not used
+    tiny_wheel(tmp_path / "elsewhere", "tinydep-1.0-py3-none-any.whl")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "elsewhere"))
+    (tmp_path / "pip.conf").write_text(f"[global]\nfind-links = {tmp_path / 'elsewhere'}\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(tmp_path / "pip.conf"))
+    if lacking.endswith(".whl"):
+        tiny_wheel(stick / "wheels", lacking)  # built for another platform
+    else:  # only the source: pip would build it, and a compiled package needs a compiler
+        (stick / "wheels" / lacking).write_bytes(b"")
+        tiny_wheel(stick / "wheels", "other-1.0-py3-none-any.whl")
+    with pytest.raises(SystemExit) as stop:
+        course.setup_from(stick)
+    message = str(stop.value)
+    assert "have no tinydep==1.0 for this machine" in message and course.this_platform() in message
+    assert "nothing was compiled" in message and "--add-wheels DIR" in message
+    assert commands == [], "no model is copied after a failed install"
+
+
+def test_setup_from_a_folder_that_is_no_bundle_says_so(tmp_path):
+    with pytest.raises(SystemExit, match="is not a course bundle"):
+        course.main(["setup", "--from", str(tmp_path)])
+
+
+def test_a_bundle_readme_names_what_it_serves_and_each_model_s_sha256(tmp_path):
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "models").mkdir()
+    for wheel in ["llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl", "pydantic_core-2.33.2-cp311-cp311-"
+                  "manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "httpx-0.28.1-py3-none-any.whl"]:
+        (tmp_path / "wheels" / wheel).write_bytes(b"")
+    (tmp_path / "models" / "m.gguf").write_bytes(b"GGUF")
+    (tmp_path / "models" / "m.gguf.sha256").write_text("ab" * 32 + "\n")
+    course.write_bundle_readme(tmp_path, "-DGGML_NATIVE=OFF")
+    readme = (tmp_path / "README.md").read_text()
+    assert "Python 3.11 on linux_x86_64, manylinux_2_17_x86_64.manylinux2014_x86_64" in readme
+    assert f"`models/m.gguf`: SHA-256 `{'ab' * 32}`, 4 bytes" in readme
+    assert "`wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl`" in readme and "`-DGGML_NATIVE=OFF`" in readme
+    assert course.wheel_platform("httpx-0.28.1-py3-none-any.whl") is None
+
+
+def test_bundle_refuses_a_folder_of_wheels_with_none_in_it_before_installing_anything(tmp_path, monkeypatch):
+    monkeypatch.setattr(course, "install", lambda *args: pytest.fail("nothing is installed first"))
+    with pytest.raises(SystemExit, match="holds no wheel"):
+        course.main(["bundle", str(tmp_path / "out"), "--add-wheels", str(tmp_path)])
+
+
+def test_the_portable_build_never_targets_this_cpu_on_x86(monkeypatch):
+    monkeypatch.setattr(course.platform, "machine", lambda: "x86_64")
+    args = course.portable_build_args().split()
+    assert "-DGGML_NATIVE=OFF" in args and "-DGGML_OPENMP=OFF" in args and "-DGGML_AVX2=ON" in args
+    assert not any("AVX512" in a or "AMX" in a for a in args)
