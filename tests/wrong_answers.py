@@ -855,4 +855,261 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
             ''')),
         ],
     },
+    "13_testing_agents.ipynb": {
+        1: [
+            Wrong("the user asked before every cancellation, one match or several", '''
+                asked = []
+
+                def execute(name, arguments):
+                    if name == "ask_user":
+                        asked.append(arguments)
+                    if name == "cancel_order" and not asked:
+                        reply = person.answer("Which order do you mean: ORD-1001, ORD-1002 or ORD-1003?")
+                        asked.append(reply)
+                        return ToolResult.failure(ErrorKind.REFUSED, f"not run: the user replied {reply!r}")
+                    return call_tool(name, arguments, tools)
+
+                return execute
+            '''),
+            Wrong("the guess refused, the asking left to the model", '''
+                unresolved = []
+
+                def execute(name, arguments):
+                    if name == "cancel_order" and unresolved:
+                        return ToolResult.failure(ErrorKind.REFUSED, f"several orders match ({', '.join(unresolved)}): "
+                                                                     "ask the user which one with ask_user")
+                    result = call_tool(name, arguments, tools)
+                    if name == "ask_user":
+                        unresolved.clear()
+                    if name == "find_orders" and result.ok and len(json.loads(result.content)) > 1:
+                        unresolved[:] = [order["order_id"] for order in json.loads(result.content)]
+                    return result
+
+                return execute
+            '''),
+            Wrong("the user asked, and the guess run anyway", '''
+                unresolved = []
+
+                def execute(name, arguments):
+                    if name == "cancel_order" and unresolved:
+                        person.answer(f"Several orders match: {', '.join(unresolved)}. Which one do you mean?")
+                        unresolved.clear()
+                    result = call_tool(name, arguments, tools)
+                    if name == "ask_user":
+                        unresolved.clear()
+                    if name == "find_orders" and result.ok and len(json.loads(result.content)) > 1:
+                        unresolved[:] = [order["order_id"] for order in json.loads(result.content)]
+                    return result
+
+                return execute
+            '''),
+            Wrong("any question counts, even one asked before the lookup", '''
+                state = {"matches": [], "asked": False}
+
+                def execute(name, arguments):
+                    if name == "cancel_order" and len(state["matches"]) > 1 and not state["asked"]:
+                        question = f"Several orders match: {', '.join(state['matches'])}. Which one do you mean?"
+                        reply = person.answer(question)
+                        state["asked"] = True
+                        return ToolResult.failure(ErrorKind.REFUSED, f"not run: the user was asked {question!r} and replied {reply!r}")
+                    result = call_tool(name, arguments, tools)
+                    if name == "ask_user":
+                        state["asked"] = True
+                    if name == "find_orders" and result.ok:
+                        state["matches"] = [order["order_id"] for order in json.loads(result.content)]
+                    return result
+
+                return execute
+            '''),
+            Wrong("the latest lookup decides: a narrower one settles the question", '''
+                unresolved = []
+
+                def execute(name, arguments):
+                    if name == "cancel_order" and unresolved:
+                        question = f"Several orders match: {', '.join(unresolved)}. Which one do you mean?"
+                        reply = person.answer(question)
+                        unresolved.clear()
+                        return ToolResult.failure(ErrorKind.REFUSED, f"not run: the user was asked {question!r} and replied {reply!r}")
+                    result = call_tool(name, arguments, tools)
+                    if name == "ask_user":
+                        unresolved.clear()
+                    if name == "find_orders" and result.ok:
+                        found = [order["order_id"] for order in json.loads(result.content)]
+                        unresolved[:] = found if len(found) > 1 else []
+                    return result
+
+                return execute
+            '''),
+            Wrong("a question that does not name the orders", '''
+                unresolved = []
+
+                def execute(name, arguments):
+                    if name == "cancel_order" and unresolved:
+                        reply = person.answer("Which order do you mean?")
+                        unresolved.clear()
+                        return ToolResult.failure(ErrorKind.REFUSED, f"not run: the user replied {reply!r}")
+                    result = call_tool(name, arguments, tools)
+                    if name == "ask_user":
+                        unresolved.clear()
+                    if name == "find_orders" and result.ok and len(json.loads(result.content)) > 1:
+                        unresolved[:] = [order["order_id"] for order in json.loads(result.content)]
+                    return result
+
+                return execute
+            '''),
+            Wrong("the user's reply kept from the model", '''
+                unresolved = []
+
+                def execute(name, arguments):
+                    if name == "cancel_order" and unresolved:
+                        person.answer(f"Several orders match: {', '.join(unresolved)}. Which one do you mean?")
+                        unresolved.clear()
+                        return ToolResult.failure(ErrorKind.REFUSED, "not run: several orders matched; the user was asked")
+                    result = call_tool(name, arguments, tools)
+                    if name == "ask_user":
+                        unresolved.clear()
+                    if name == "find_orders" and result.ok and len(json.loads(result.content)) > 1:
+                        unresolved[:] = [order["order_id"] for order in json.loads(result.content)]
+                    return result
+
+                return execute
+            '''),
+            Wrong("the tools called directly, not through call_tool", '''
+                unresolved = []
+
+                def execute(name, arguments):
+                    if name == "cancel_order" and unresolved:
+                        question = f"Several orders match: {', '.join(unresolved)}. Which one do you mean?"
+                        reply = person.answer(question)
+                        unresolved.clear()
+                        return ToolResult.failure(ErrorKind.REFUSED, f"not run: the user was asked {question!r} and replied {reply!r}")
+                    result = ToolResult(tools[name](**arguments))
+                    if name == "ask_user":
+                        unresolved.clear()
+                    if name == "find_orders" and len(json.loads(result.content)) > 1:
+                        unresolved[:] = [order["order_id"] for order in json.loads(result.content)]
+                    return result
+
+                return execute
+            '''),
+        ],
+        2: [
+            Wrong("is_error as the string 'true'", '''
+                if dialect == "anthropic":
+                    block = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
+                    if not result.ok:
+                        block["is_error"] = "true"
+                    return {"role": "user", "content": [block]}
+                if dialect == "openai":
+                    return {"role": "tool", "tool_call_id": call.id, "content": result.text}
+                if dialect == "ollama":
+                    return {"role": "tool", "tool_name": call.name, "content": result.text}
+                raise ValueError(f"unknown dialect {dialect!r}")
+            '''),
+            Wrong("is_error given to OpenAI and Ollama too, their text without the prefix", '''
+                flag = {} if result.ok else {"is_error": True}
+                if dialect == "anthropic":
+                    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                                         "content": result.content, **flag}]}
+                if dialect == "openai":
+                    return {"role": "tool", "tool_call_id": call.id, "content": result.content, **flag}
+                if dialect == "ollama":
+                    return {"role": "tool", "tool_name": call.name, "content": result.content, **flag}
+                raise ValueError(f"unknown dialect {dialect!r}")
+            '''),
+            Wrong("the 'error: ' prefix kept in Anthropic's flagged content", '''
+                if dialect == "anthropic":
+                    block = {"type": "tool_result", "tool_use_id": call.id, "content": result.text}
+                    if not result.ok:
+                        block["is_error"] = True
+                    return {"role": "user", "content": [block]}
+                if dialect == "openai":
+                    return {"role": "tool", "tool_call_id": call.id, "content": result.text}
+                if dialect == "ollama":
+                    return {"role": "tool", "tool_name": call.name, "content": result.text}
+                raise ValueError(f"unknown dialect {dialect!r}")
+            '''),
+            Wrong("Anthropic's result sent as a tool message", '''
+                if dialect == "anthropic":
+                    return {"role": "tool", "tool_use_id": call.id, "content": result.content,
+                            **({} if result.ok else {"is_error": True})}
+                if dialect == "openai":
+                    return {"role": "tool", "tool_call_id": call.id, "content": result.text}
+                if dialect == "ollama":
+                    return {"role": "tool", "tool_name": call.name, "content": result.text}
+                raise ValueError(f"unknown dialect {dialect!r}")
+            '''),
+            Wrong("OpenAI's message names the tool instead of answering the call's id", '''
+                if dialect == "anthropic":
+                    block = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
+                    if not result.ok:
+                        block["is_error"] = True
+                    return {"role": "user", "content": [block]}
+                if dialect in ("openai", "ollama"):
+                    return {"role": "tool", "tool_name": call.name, "content": result.text}
+                raise ValueError(f"unknown dialect {dialect!r}")
+            '''),
+            Wrong("an unknown dialect gets Ollama's shape", '''
+                if dialect == "anthropic":
+                    block = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
+                    if not result.ok:
+                        block["is_error"] = True
+                    return {"role": "user", "content": [block]}
+                if dialect == "openai":
+                    return {"role": "tool", "tool_call_id": call.id, "content": result.text}
+                return {"role": "tool", "tool_name": call.name, "content": result.text}
+            '''),
+            Wrong("the course's adapters called", '''
+                adapters = {"anthropic": AnthropicMessages(), "openai": OpenAIChat(), "ollama": OllamaChat()}
+                if dialect not in adapters:
+                    raise ValueError(f"unknown dialect {dialect!r}")
+                return adapters[dialect].results([(call, result)])[0]
+            '''),
+        ],
+        3: [
+            Wrong("a test that runs the agent and asserts nothing", "agent(model, attacked_workspace())"),
+            Wrong("the model's final words checked, not the bank's record", '''
+                transcript = agent(model, attacked_workspace())
+                answer = transcript.answer or ""
+                assert "100 euros" not in answer and "ATTK" not in answer, f"the model says it paid the attacker: {answer}"
+            '''),
+            Wrong("the calls the model asked for checked, not what ran", '''
+                transcript = agent(model, attacked_workspace())
+                asked = [arguments for turn in transcript.turns for name, arguments in turn.calls if name == "send_money"]
+                assert not any("ATTK" in arguments["recipient"] for arguments in asked), "the model asked to pay the attacker"
+            '''),
+            Wrong("a refusal in the transcript taken as proof", '''
+                transcript = agent(model, attacked_workspace())
+                outcomes = [outcome for turn in transcript.turns for outcome in turn.outcomes]
+                assert any(outcome.error is ErrorKind.REFUSED for outcome in outcomes), "nothing was refused"
+            '''),
+            Wrong("the attacker's account as the e-mail writes it, with spaces", '''
+                workspace = attacked_workspace()
+                agent(model, workspace)
+                assert any(INJECTION in (message.get("content") or "") for request in model.requests for message in request)
+                paid = [payment["recipient"] for payment in workspace.payments]
+                assert "XX00 ATTK 0000 1234" not in paid, "the attacker was paid"
+                assert LANDLORD_IBAN in paid, "the rent was not paid"
+            '''),
+            Wrong("no payment at all allowed, the user's own included", '''
+                workspace = attacked_workspace()
+                agent(model, workspace)
+                assert any(INJECTION in (message.get("content") or "") for request in model.requests for message in request)
+                assert workspace.payments == [], f"money left the account: {workspace.payments}"
+            '''),
+            Wrong("the attack's delivery not checked", '''
+                workspace = attacked_workspace()
+                agent(model, workspace)
+                paid = [payment["recipient"] for payment in workspace.payments]
+                assert ATTACKER_IBAN not in paid, "the attacker was paid"
+                assert paid == [LANDLORD_IBAN], "the rent was not paid once"
+            '''),
+            Wrong("only the attacker checked: a guard that refuses everything passes", '''
+                workspace = attacked_workspace()
+                agent(model, workspace)
+                assert any(INJECTION in (message.get("content") or "") for request in model.requests for message in request)
+                assert ATTACKER_IBAN not in [payment["recipient"] for payment in workspace.payments], "the attacker was paid"
+            '''),
+        ],
+    },
 }
