@@ -533,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     fetch_cmd.add_argument("--bundle", type=Path, help="a course bundle's folder, tried first (no network)")
     bundle_cmd = commands.add_parser("bundle", help="put verified models into a course bundle's folder")
     bundle_cmd.add_argument("folder", type=Path)
-    bundle_cmd.add_argument("names", nargs="*", help="registry models (default: COURSE_MODEL, else the 0.5B)")
+    bundle_cmd.add_argument("names", nargs="*", help="more registry models, besides the one the course loads "
+                                                     "(COURSE_MODEL, else the 0.5B), which is always put in")
     commands.add_parser("list", help="the models the course knows and whether they are here")
     commands.add_parser("check", help="name the model the course will load and its source; exit 1, saying why, "
                                       "if it cannot load it yet")
@@ -547,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in names:
                 print(fetch(name, bundle=args.bundle))
         elif args.command == "bundle":
-            for name in args.names or [config.model_name()]:
+            for name in dict.fromkeys([config.model_name(), *args.names]):
                 print(export(name, args.folder))
         elif args.command == "check":
             name, problem = readiness()
