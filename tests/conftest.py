@@ -26,11 +26,15 @@ except Exception:  # not installed, or its compiled library does not load
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Lessons and solutions, run by nbval, start the model: mark their cells ``model``, so that
     ``-m "not model"`` is the fast path. (Lesson 13's own tests in ``notebooks/agent_tests`` mark
-    their one model test themselves; the lesson runs the others with ``-m "not model"``.)"""
+    their one model test themselves; the lesson runs the others with ``-m "not model"``.)
+
+    Tests marked ``long`` run first: with pytest-xdist (``-n 2``), one worker starts on the
+    longest while the other takes the rest, instead of the longest starting last."""
     for item in items:
         path = Path(str(item.path))
         if path.suffix == ".ipynb" and any(folder in path.parents for folder in NOTEBOOK_FOLDERS):
             item.add_marker(pytest.mark.model)
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise in order
 
 
 @pytest.fixture(scope="session")

@@ -315,6 +315,7 @@ class FakeOllama:
 started: list[FakeOllama] = []
 
 
+@pytest.mark.long
 def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     """Every row of the fixture class, against tests/fixtures/grading/expected_grades.csv."""
     from course_lib.gradebook import ModelServer
