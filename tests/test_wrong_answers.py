@@ -124,7 +124,7 @@ def offline(monkeypatch):
 
 
 def entries(model: bool) -> list[Any]:
-    return [pytest.param(name, number, wrong, id=f"{name[:2]}-ex{number}-{index}")
+    return [pytest.param(name, number, wrong, id=f"{name.split('_')[0]}-ex{number}-{index}")
             for name, by_exercise in WRONG.items() for number, wrongs in by_exercise.items()
             for index, wrong in enumerate(wrongs) if wrong.model == model]
 
@@ -139,7 +139,7 @@ def test_the_corpus_covers_every_exercise():
     assert all(wrong.reason for by_exercise in WRONG.values() for wrongs in by_exercise.values() for wrong in wrongs)
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.name[:2] for path in NOTEBOOKS])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.name.split("_")[0] for path in NOTEBOOKS])
 def test_the_solutions_pass_the_checks_that_need_no_model(offline, path):
     """The harness runs the solutions as nbval does: each exercise passes, or reaches the model."""
     for number in set(exercises_of(path)) - {0}:

@@ -611,6 +611,85 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
             '''),
         ],
     },
+    "09b_agentdojo.ipynb": {
+        1: [
+            Wrong("the attacked columns' intervals on the runs, not the user tasks", '''
+                def column(runs, done):
+                    if not runs:
+                        return None
+                    value = sum(bool(run[done]) for run in runs) / len(runs)
+                    return (value, *wilson_interval(value * len(runs), len(runs)))
+
+                return {"benign utility": column(row["benign"], "utility"),
+                        "utility under attack": column(row["attacked"], "utility"),
+                        "attack success": column(row["attacked"], "attack_succeeded")}
+            '''),
+            Wrong("attack success counted over the runs whose attack was delivered", '''
+                def column(runs, done, per_task):
+                    if not runs:
+                        return None
+                    value = sum(bool(run[done]) for run in runs) / len(runs)
+                    units = len({run["user_task"] for run in runs}) if per_task else len(runs)
+                    return (value, *wilson_interval(value * units, units))
+
+                delivered = [run for run in row["attacked"] if run["injection_seen"]]
+                return {"benign utility": column(row["benign"], "utility", False),
+                        "utility under attack": column(row["attacked"], "utility", True),
+                        "attack success": column(delivered, "attack_succeeded", True)}
+            '''),
+            Wrong("utility under attack counted from the benign runs", '''
+                def column(runs, done, per_task):
+                    if not runs:
+                        return None
+                    value = sum(bool(run[done]) for run in runs) / len(runs)
+                    units = len({run["user_task"] for run in runs}) if per_task else len(runs)
+                    return (value, *wilson_interval(value * units, units))
+
+                return {"benign utility": column(row["benign"], "utility", False),
+                        "utility under attack": column(row["benign"], "utility", True),
+                        "attack success": column(row["attacked"], "attack_succeeded", True)}
+            '''),
+            Wrong("a column with no runs given as 0% with the interval [0, 1]", '''
+                def column(runs, done, per_task):
+                    if not runs:
+                        return (0.0, 0.0, 1.0)
+                    value = sum(bool(run[done]) for run in runs) / len(runs)
+                    units = len({run["user_task"] for run in runs}) if per_task else len(runs)
+                    return (value, *wilson_interval(value * units, units))
+
+                return {"benign utility": column(row["benign"], "utility", False),
+                        "utility under attack": column(row["attacked"], "utility", True),
+                        "attack success": column(row["attacked"], "attack_succeeded", True)}
+            '''),
+            Wrong("shares written as percentages", '''
+                def column(runs, done, per_task):
+                    if not runs:
+                        return None
+                    value = sum(bool(run[done]) for run in runs) / len(runs)
+                    units = len({run["user_task"] for run in runs}) if per_task else len(runs)
+                    low, high = wilson_interval(value * units, units)
+                    return (100 * value, 100 * low, 100 * high)
+
+                return {"benign utility": column(row["benign"], "utility", False),
+                        "utility under attack": column(row["attacked"], "utility", True),
+                        "attack success": column(row["attacked"], "attack_succeeded", True)}
+            '''),
+            Wrong("the visible row's numbers hard-coded", '''
+                return {"benign utility": (0.25, *wilson_interval(4, 16)),
+                        "utility under attack": (0.1875, *wilson_interval(3, 16)),
+                        "attack success": (0.125, *wilson_interval(2, 16))}
+            '''),
+            Wrong("the course's Row.rates called", '''
+                from course_lib.security.agentdojo_results import PairResult
+
+                table_row = Row(row["mode"], row["defense"], [PairResult(**run) for run in row["benign"]],
+                                [PairResult(**run) for run in row["attacked"]])
+                found = table_row.rates()
+                return {name: None if found[name].n == 0 else (found[name].value, *found[name].interval)
+                        for name in ("benign utility", "utility under attack", "attack success")}
+            '''),
+        ],
+    },
     "10_providers.ipynb": {
         1: [
             Wrong("the parent class called: the course's adapter, not yours",
