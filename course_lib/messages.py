@@ -3,7 +3,7 @@
 Every module that handles a conversation uses these names, so a word means one thing:
 
 - ``Message``: one chat message in Ollama's shape, ``{"role": ..., "content": ..., ...}``
-  (the other dialects translate at their edge, in ``providers`` and ``server.dialects``).
+  (the other dialects translate at their edge, with the codecs in ``course_lib/dialects/``).
 - ``ToolCall``: the model asked for tool ``name`` with ``arguments`` (``id`` where the
   dialect has one).
 - ``Reply``: one model reply, read out of any API's response.
@@ -16,7 +16,6 @@ Every module that handles a conversation uses these names, so a word means one t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -92,21 +91,3 @@ def describe_errors(error: ValidationError, whole: str = "arguments") -> str:
     ``whole`` names a problem with the object as a whole (no field)."""
     return "; ".join(f"{'.'.join(str(part) for part in problem['loc']) or whole}: {problem['msg']}"
                      for problem in error.errors())
-
-
-def arguments_from_json(text: Any) -> Any:
-    """A call's arguments from OpenAI's JSON string (Chat Completions and the Responses API).
-
-    The one place the course's clients read that string. A JSON object becomes a dict; an
-    empty string means no arguments. Anything else (text that is not JSON, a list, nesting
-    deeper than Python can read) comes back unchanged, so the agent's validation reports it
-    as the model's mistake (lesson 5) instead of an exception out of the loop: a hosted
-    model can send malformed arguments too. (The server, which must refuse a client's bad
-    request with a 400, decodes with its own checks: ``server/dialects.py``.)
-    """
-    if not isinstance(text, str):
-        return text or {}
-    try:
-        return json.loads(text) if text.strip() else {}
-    except (ValueError, RecursionError):
-        return text

@@ -11,6 +11,11 @@ its logic is hard to move between providers. So this module splits the agent in 
 - an **adapter** per dialect only translates: it builds the request body, reads the
   response into a ``Reply``, and writes the tool results back in the dialect's shape.
 
+What both the adapters and the course's server must agree on (a declaration in Anthropic's
+shape, reading OpenAI's argument strings, a request in Ollama's terms) comes from the
+dialects' codecs, ``course_lib/dialects/``. A model's arguments that are no JSON object
+stay the text it sent: the loop's validation answers the call with an error result.
+
 :func:`differences_table` writes the seed article's comparison table by looking at what the
 adapters actually sent and received, so the table cannot drift from the code.
 """
@@ -25,9 +30,9 @@ from typing import Any
 
 import httpx
 
+from .dialects import anthropic_messages, openai_chat
 from .loop import Executor, Limits, LoopLimitReached, Transcript, run_loop
-from .messages import ErrorKind, Message, Reply, ToolCall, ToolResult, arguments_from_json
-from .server import dialects
+from .messages import ErrorKind, Message, Reply, ToolCall, ToolResult
 from .tools import ToolFunction, tool_schema
 
 
@@ -67,7 +72,7 @@ class Adapter:
         return {}
 
     def as_ollama(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The request as the course's server sees it, in Ollama's terms (``dialects``)."""
+        """The request as the course's server sees it, in Ollama's terms (``course_lib/dialects``)."""
         raise NotImplementedError
 
     def read(self, body: dict[str, Any]) -> Reply:
@@ -121,8 +126,8 @@ class OpenAIChat(Adapter):
 
     def calls(self, body: dict[str, Any]) -> tuple[str, list[ToolCall], Message]:
         message = body["choices"][0]["message"]
-        calls = [ToolCall(call["function"]["name"], arguments_from_json(call["function"]["arguments"]), call["id"])
-                 for call in message.get("tool_calls") or []]  # arguments arrive as a JSON *string*
+        calls = [ToolCall(call["function"]["name"], openai_chat.arguments_or_text(call["function"]["arguments"]),
+                          call["id"]) for call in message.get("tool_calls") or []]  # arguments: a JSON *string*
         return message.get("content") or "", calls, message
 
     def results(self, answered: list[tuple[ToolCall, ToolResult]]) -> list[Message]:
@@ -132,7 +137,7 @@ class OpenAIChat(Adapter):
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def as_ollama(self, body: dict[str, Any]) -> dict[str, Any]:
-        return dialects.openai_request(body)
+        return openai_chat.openai_request(body)
 
 
 class AnthropicMessages(Adapter):
@@ -141,9 +146,7 @@ class AnthropicMessages(Adapter):
     usage_paths = (("usage", "input_tokens"), ("usage", "output_tokens"))
 
     def declare(self, tool: ToolFunction) -> dict[str, Any]:
-        function = tool_schema(tool)["function"]
-        return {"name": function["name"], "description": function["description"],
-                "input_schema": function["parameters"]}
+        return anthropic_messages.anthropic_tool(tool_schema(tool))
 
     def request(self, model: str, system: str, messages: list[Message], tools: list[dict[str, Any]],
                 max_tokens: int, temperature: float) -> dict[str, Any]:
@@ -166,7 +169,7 @@ class AnthropicMessages(Adapter):
         return {"x-api-key": api_key, "anthropic-version": "2023-06-01"} if api_key else {}
 
     def as_ollama(self, body: dict[str, Any]) -> dict[str, Any]:
-        return dialects.anthropic_request(body)
+        return anthropic_messages.anthropic_request(body)
 
 
 ADAPTERS: dict[str, Adapter] = {"ollama": OllamaChat(), "openai": OpenAIChat(), "anthropic": AnthropicMessages()}
@@ -308,7 +311,7 @@ def responses_input(messages: list[Message]) -> list[dict[str, Any]]:
 def responses_calls(output: list[dict[str, Any]]) -> list[ToolCall]:
     """The calls in a Responses API ``output``: its ``function_call`` items, keyed by ``call_id``;
     ``arguments`` is a JSON string, as in Chat Completions."""
-    return [ToolCall(item["name"], arguments_from_json(item["arguments"]), item["call_id"])
+    return [ToolCall(item["name"], openai_chat.arguments_or_text(item["arguments"]), item["call_id"])
             for item in output if item.get("type") == "function_call"]
 
 

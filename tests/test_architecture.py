@@ -14,6 +14,7 @@ LAYERS = [
     {"course_lib", "config", "messages"},
     {"chat_template", "tool_parser"},
     {"models"},
+    {"dialects"},
     {"server"},
     {"client", "openai_client", "runtime"},
     {"tools", "validation", "loop", "providers", "reliability", "tracing", "arithmetic", "fake_model", "mcp_tools"},

@@ -7,8 +7,9 @@ import httpx
 import pytest
 
 from course_lib.client import OllamaError
+from course_lib.dialects.openai_chat import ollama_reply, openai_messages, openai_options
 from course_lib.loop import Limits, OllamaDialect, run_loop
-from course_lib.openai_client import OpenAICompatible, ollama_reply, openai_messages, openai_options
+from course_lib.openai_client import OpenAICompatible
 
 WEATHER = {"type": "function", "function": {"name": "weather", "description": "Weather in a city.",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
