@@ -28,7 +28,7 @@ from llama_cpp import Llama
 
 from course_lib.chat_template import render
 from course_lib.models import resolve_model
-from course_lib.server.engine import Engine
+from course_lib.server.model import default_threads
 from course_lib.server.prompt_cache import shared_prefix
 
 TOPICS = ["a robot who learns to cook", "a lighthouse keeper", "a cat on a train", "the first snow in Tokyo",
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     path = resolve_model()[1]
-    threads = Engine.default_threads()
+    threads = default_threads()
     llm = Llama(model_path=str(path), n_ctx=512, n_threads=threads, verbose=False)  # the weights and tokenizer
     template = llm.metadata["tokenizer.chat_template"]
     prompts = {n: llm.tokenize(render(template, [{"role": "user", "content": f"Write a short story about {topic}, "

@@ -8,7 +8,8 @@ prompt and a web page), then the agent's answer turn, which starts like its firs
 With one cached prefix the defense's call pushes the agent's prefix out, and the answer turn
 evaluates the system prompt and the tools again; with several, it is restored.
 
-Two engines on the same model run the same workload, alternating round by round (machines
+Two engines on the same model run the same workload (the one-at-a-time decoder, as with
+``--prompt-cache 0``, and the batched decoder with one slot and its prompt cache), alternating round by round (machines
 are noisy: read the ratio). Prints the seconds of each, their ratio, the prompt tokens
 each evaluated, and whether the cached engine's answers equal its own answers from an empty
 cache (they must: only whole aligned chunks are reused), and what evaluating in chunks costs
@@ -29,8 +30,8 @@ import time
 from pathlib import Path
 
 from course_lib.models import resolve_model
-from course_lib.server.engine import Engine, GenerationStats
-from course_lib.server.prompt_cache import LlamaSequence, PromptCache
+from course_lib.server.engine import Engine, GenerationStats, batched_engine, one_at_a_time_engine
+from course_lib.server.prompt_cache import PromptCache
 from course_lib.server.wire import Options
 
 SYSTEM = {"role": "system", "content": "You are the kiosk assistant of a parts shop. Use the tools to answer; "
@@ -80,7 +81,8 @@ def workload(engine: Engine, requests: list[str]) -> tuple[float, list[str], int
     for request in requests:
         for messages, tools in calls(request):
             replies.append(reply(engine, messages, tools)[0])
-            skipped += engine.cache.reused if engine.cache else 0
+            cache = getattr(engine.decoder, "cache", None)
+            skipped += cache.reused if cache else 0
     return time.perf_counter() - started, replies, skipped
 
 
@@ -91,7 +93,8 @@ def main() -> None:
     parser.add_argument("--chunks", default="16,32,64", help="chunk sizes for the shared-prefix case")
     args = parser.parse_args()
     name, path = resolve_model()
-    engines = {"one cached prefix": Engine(name, path), "prompt cache, 8 slots": Engine(name, path, prompt_cache=8)}
+    engines = {"one cached prefix": one_at_a_time_engine(name, path),
+               "prompt cache, 8 slots": batched_engine(name, path, prompt_cache=8, parallel=1)}
     requests = REQUESTS[:args.requests]
     seconds: dict[str, list[float]] = {label: [] for label in engines}
     replies: dict[str, list[str]] = {}
@@ -129,7 +132,8 @@ def main() -> None:
 
 def shared_prefix(name: str, path: Path, chunks: list[int]) -> None:
     """Questions after the same long prefix, one after another; and one cold prompt, per chunk size."""
-    engine = Engine(name, path)
+    one_prefix, chunked = one_at_a_time_engine(name, path), batched_engine(name, path, parallel=1)
+    engine = one_prefix
     prompts = [engine.render_prompt([SYSTEM, {"role": "user", "content": q}], TOOLS) for q in QUESTIONS]
     cold_prompt = engine.render_prompt(calls(REQUESTS[2])[2][0] + [{"role": "user", "content": PAGE * 2}], TOOLS)
     one_token = Options(temperature=0, num_predict=1)  # the prompt is the work here
@@ -137,8 +141,8 @@ def shared_prefix(name: str, path: Path, chunks: list[int]) -> None:
           f"a cold prompt of {len(engine.tokenize(cold_prompt))} tokens:")
     timings = {}
     for chunk in [0, *chunks]:
-        engine.cache = PromptCache(8, chunk=chunk) if chunk else None
-        engine.sequence = LlamaSequence(engine.llm) if chunk else None
+        engine = chunked if chunk else one_prefix
+        chunked.decoder.cache = PromptCache(8, chunk=chunk or 64)
         engine.forget_cache()
         started = time.perf_counter()
         list(engine.generate(cold_prompt, one_token))

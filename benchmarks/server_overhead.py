@@ -26,7 +26,7 @@ from llama_cpp import Llama
 
 from course_lib.models import resolve_model
 from course_lib.runtime import EmbeddedServer
-from course_lib.server.engine import Engine
+from course_lib.server.model import LoadedModel, default_threads
 
 STORY = [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}]
 NOW = {"type": "function", "function": {"name": "now", "description": "Return the current UTC time.",
@@ -98,8 +98,8 @@ def main() -> None:
 
     name, path = resolve_model()
     server = EmbeddedServer()
-    llm = Llama(str(path), n_ctx=4096, n_threads=Engine.default_threads(), verbose=False)
-    prompt = Engine(name, path, n_ctx=512).render(STORY)  # the exact text the server evaluates
+    llm = Llama(str(path), n_ctx=4096, n_threads=default_threads(), verbose=False)
+    prompt = LoadedModel(name, path).render(STORY)  # the exact text the server evaluates
     via_server, direct = [], []
     try:
         for _ in range(args.rounds):  # alternate so that drift in machine speed hits both alike

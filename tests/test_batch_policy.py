@@ -1,4 +1,4 @@
-"""The batched engine's slot and batch policy, without the model (``server/batch_policy.py``)."""
+"""The batched decoder's slot and batch policy, without the model (``server/batch_policy.py``)."""
 
 import pytest
 
@@ -28,14 +28,13 @@ def test_a_larger_context_gets_fewer_sequences_so_memory_stays_bounded(n_ctx, ex
     assert sequences_for(n_ctx, 3, 32768, 4096) * n_ctx <= max(32768, 3 * 4096) or expected == 1
 
 
-@pytest.mark.parametrize("free, waiting, forgetting, expected", [
-    (3, [], False, 0),
-    (3, [4096], False, 1),
-    (2, [4096, 4096, 4096], False, 2),  # no more than the free slots
-    (3, [4096, 8192, 4096], False, 1),  # first come first served: the 8192 blocks the line
-    (3, [8192, 4096], False, 0),  # the head wants another size: the engine resizes once idle
-    (3, [4096, 4096], True, 0),  # forgetting the cache waits for every slot to empty
-    (0, [4096], False, 0),
+@pytest.mark.parametrize("free, waiting, expected", [
+    (3, [], 0),
+    (3, [4096], 1),
+    (2, [4096, 4096, 4096], 2),  # no more than the free slots
+    (3, [4096, 8192, 4096], 1),  # first come first served: the 8192 blocks the line
+    (3, [8192, 4096], 0),  # the head wants another size: the decoder resizes once idle
+    (0, [4096], 0),
 ])
-def test_requests_start_in_order_and_only_at_the_engines_context_size(free, waiting, forgetting, expected):
-    assert admissible(free, waiting, 4096, forgetting) == expected
+def test_requests_start_in_order_and_only_at_the_decoders_context_size(free, waiting, expected):
+    assert admissible(free, waiting, 4096) == expected

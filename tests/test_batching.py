@@ -4,11 +4,12 @@ import threading
 from collections import Counter
 
 import pytest
+from llama_reference import reference_engine
 
 from course_lib.models import resolve_model
 from course_lib.server import batching
-from course_lib.server.batching import BatchedEngine
-from course_lib.server.engine import Engine, GenerationStats
+from course_lib.server.batching import BatchedDecoder
+from course_lib.server.engine import STALL_SECONDS, Engine, GenerationStats, batched_engine
 from course_lib.server.wire import Options
 
 pytestmark = pytest.mark.model
@@ -28,7 +29,7 @@ REQUESTS = [  # (question, tools, options, format)
 @pytest.fixture(scope="module")
 def engine():
     name, path = resolve_model()
-    return BatchedEngine(name, path, n_ctx=2048, parallel=4)
+    return batched_engine(name, path, n_ctx=2048, parallel=4)
 
 
 def reply(engine: Engine, question: str, tools, options: Options, format) -> str:
@@ -39,15 +40,15 @@ def reply(engine: Engine, question: str, tools, options: Options, format) -> str
 
 
 def test_the_engine_measures_how_many_rows_keep_the_arithmetic(engine):
-    assert 1 <= engine.rows == engine.exact_rows <= engine.parallel == 4
-    name, path = resolve_model()
-    by_default = BatchedEngine(name, path, n_ctx=256)
+    decoder = engine.decoder
+    assert 1 <= decoder.rows == decoder.exact_rows <= decoder.parallel == engine.parallel == 4
+    by_default = BatchedDecoder(engine.model, 256, 256)
     assert by_default.parallel == min(by_default.rows, batching.MAX_AUTO_PARALLEL)  # one call a step
-    faster = BatchedEngine(name, path, n_ctx=256, parallel=4, batch_rows=4)
-    assert faster.rows == 4 and faster.exact_rows == engine.exact_rows
+    faster = BatchedDecoder(engine.model, 256, 256, parallel=4, batch_rows=4)
+    assert faster.rows == 4 and faster.exact_rows == decoder.exact_rows
 
 
-def decoded_together(engine: BatchedEngine, monkeypatch) -> tuple[list[str], list[str], Counter[int]]:
+def decoded_together(engine: Engine, monkeypatch) -> tuple[list[str], list[str], Counter[int]]:
     """Every request's answer alone, then all sent at once, and how many rows each decoding step had."""
     alone = [reply(engine, *request) for request in REQUESTS]
     rows: Counter[int] = Counter()
@@ -75,14 +76,14 @@ def decoded_together(engine: BatchedEngine, monkeypatch) -> tuple[list[str], lis
 def test_requests_decoded_together_get_the_tokens_they_get_alone(engine, monkeypatch):
     alone, together, rows = decoded_together(engine, monkeypatch)
     assert together == alone
-    assert max(rows) > 1 and max(rows) <= engine.rows, "the requests were decoded in shared batches"
+    assert max(rows) > 1 and max(rows) <= engine.decoder.rows, "the requests were decoded in shared batches"
 
 
 def test_weights_not_repacked_batch_four_rows_with_the_same_tokens(monkeypatch):
     name, path = resolve_model()
-    unpacked = BatchedEngine(name, path, n_ctx=2048, parallel=4, repack=False)
-    if unpacked.exact_rows < 4:
-        pytest.skip(f"on this CPU only {unpacked.exact_rows} rows keep their arithmetic without repacking")
+    unpacked = batched_engine(name, path, n_ctx=2048, parallel=4, repack=False)
+    if unpacked.decoder.exact_rows < 4:
+        pytest.skip(f"on this CPU only {unpacked.decoder.exact_rows} rows keep their arithmetic without repacking")
     alone, together, rows = decoded_together(unpacked, monkeypatch)
     assert together == alone
     assert max(rows) == 4, "all four requests were decoded in one batch"
@@ -96,11 +97,10 @@ def test_a_request_asks_for_its_own_context_size_between_others(engine):
     assert reply(engine, *question) == before and engine.n_ctx == 2048
 
 
-def test_the_batched_engine_answers_as_the_one_at_a_time_engine(engine):
-    name, path = resolve_model()
-    one_at_a_time = Engine(name, path, n_ctx=2048, prompt_cache=4)
+def test_the_batched_engine_answers_as_llama_cpp_python_with_the_same_prompt_cache(engine):
+    reference = reference_engine(engine.model, 2048, prompt_cache=4)  # Llama.generate, one at a time
     for request in REQUESTS[:2]:
-        assert reply(engine, *request) == reply(one_at_a_time, *request)
+        assert reply(engine, *request) == reply(reference, *request)
 
 
 def test_an_unexpected_failure_reaches_the_request_and_the_engine_goes_on(engine, monkeypatch):
@@ -108,32 +108,31 @@ def test_an_unexpected_failure_reaches_the_request_and_the_engine_goes_on(engine
         raise RuntimeError("a bug in the decoder")
 
     with monkeypatch.context() as patched:
-        patched.setattr(BatchedEngine, "_step", broken)
+        patched.setattr(BatchedDecoder, "_step", broken)
         with pytest.raises(RuntimeError, match="a bug in the decoder"):
             reply(engine, *REQUESTS[0])
     assert reply(engine, *REQUESTS[0])  # the decoder thread is still there
 
 
 def test_a_context_for_the_models_whole_length_gets_one_sequence_not_one_per_slot(engine):
-    assert engine._sequences_for(engine.default_n_ctx) == engine.parallel
-    assert engine._sequences_for(engine.max_n_ctx) == 1  # memory as in the one-at-a-time engine
+    assert engine.decoder._sequences_for(engine.default_n_ctx) == engine.parallel
+    assert engine.decoder._sequences_for(engine.max_n_ctx) == 1  # memory as in the one-at-a-time engine
 
 
-def test_a_decoder_whose_safety_net_fails_reports_itself_unhealthy():
+def test_a_decoder_whose_safety_net_fails_reports_itself_unhealthy(engine):
     """If the decoder's own error handling raises, its thread ends and its requests would wait for
     ever; ``healthy()`` says so, and the supervisor's liveness check then restarts the process."""
-    name, path = resolve_model()
-    broken = BatchedEngine(name, path, n_ctx=512, parallel=1)
+    broken = Engine(engine.model, BatchedDecoder(engine.model, 512, 512, parallel=1), 512)
     assert broken.healthy()
 
     def fail(*_: object) -> None:
         raise RuntimeError("a bug in the decoder")
 
-    broken._step = fail  # type: ignore[method-assign]
-    broken._fail_all = fail  # type: ignore[method-assign]
+    broken.decoder._step = fail  # type: ignore[method-assign]
+    broken.decoder._fail_all = fail  # type: ignore[method-assign]
     prompt = broken.render_prompt([{"role": "user", "content": "Hi"}])
     threading.Thread(target=lambda: list(broken.generate(prompt, GREEDY)), daemon=True).start()
-    broken.decoder.join(timeout=30)
+    broken.decoder.thread.join(timeout=30)
     assert not broken.healthy()
 
 
@@ -142,11 +141,9 @@ def test_a_step_that_takes_minutes_reports_the_engine_unhealthy(engine):
     ``healthy()`` says so once a step has run past ``STALL_SECONDS``, and the supervisor restarts."""
     import time
 
-    from course_lib.server.engine import STALL_SECONDS
-
     assert engine.healthy()
-    engine.busy_since = time.monotonic() - STALL_SECONDS - 1
+    engine.decoder.busy_since = time.monotonic() - STALL_SECONDS - 1
     try:
         assert not engine.healthy()
     finally:
-        engine.busy_since = None
+        engine.decoder.busy_since = None

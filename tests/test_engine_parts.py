@@ -1,16 +1,21 @@
-"""The engine's text handling without the model: bytes to characters, stop strings, the loop.
+"""The engine without the model: bytes to characters, stop strings, the loop, and what
+``Engine.generate`` asks of its model and decoder.
 
-``Engine.generate`` samples tokens with llama.cpp and hands their bytes to
-``generated_text``; everything after the sampling is tested here, in milliseconds.
+``Engine.generate`` has a decoder sample tokens with llama.cpp and hands their bytes to
+``generated_text``; everything around the sampling is tested here, in milliseconds, with a
+scripted model and decoder in place of llama.cpp.
 """
 
 import codecs
 import random
 import threading
+from pathlib import Path
 
 import pytest
 
+from course_lib.server.engine import ContextTooLarge, Engine, GenerationStats, PromptTooLong
 from course_lib.server.generation import StopScanner, TokenText, _first_stop, _partial_stop_length, generated_text
+from course_lib.server.wire import Options
 
 
 def drain(generator):
@@ -189,3 +194,83 @@ def test_the_parts_do_what_the_single_loop_did():
         pieces, ending = drain(generated_text(tokens, stops, budget))
         assert (pieces, ending.done_reason, ending.eval_count) == the_loop_before_the_split(tokens, stops, budget), (
             tokens, stops, budget)
+
+
+# --- Engine: a model and a decoder composed ------------------------------------------------
+
+class WordModel:
+    """A ``Model`` whose tokens are words: enough for what ``Engine.generate`` asks of a model."""
+
+    name, template, bos_token, eos_token, markers, repack = "words", "", "", "", {}, True
+    path = Path("words.gguf")
+    metadata: dict[str, str] = {}
+    context_length = 64
+    load_duration = 7
+    architecture = "words"
+
+    def tokenize(self, prompt):
+        return list(range(len(str(prompt).split())))
+
+    def grammar_for(self, format):
+        return None if format is None else ("grammar", format)
+
+
+class ScriptedDecoder:
+    """A ``Decoder`` that yields scripted tokens and records what it was asked."""
+
+    parallel, busy_since, n_ctx = 1, None, 16
+
+    def __init__(self, tokens: list[bytes]) -> None:
+        self.tokens, self.calls, self.fitted, self.forgotten = tokens, [], [], 0
+
+    def fit_context(self, n_ctx):
+        self.fitted.append(n_ctx)
+        made, self.n_ctx = n_ctx != self.n_ctx, n_ctx
+        return 1000 if made else 0
+
+    def sampled_bytes(self, tokens, settings, grammar, n_ctx, budget, cancel):
+        self.calls.append((tokens, grammar, n_ctx, budget))
+        yield from self.tokens
+
+    def forget_cache(self):
+        self.forgotten += 1
+
+    def healthy(self):
+        return True
+
+    def facts(self):
+        return {"rows": 1}
+
+
+def test_the_engine_gives_the_decoder_the_prompt_the_grammar_and_the_room_left():
+    decoder = ScriptedDecoder([b"one ", b"two ", b"three"])
+    engine = Engine(WordModel(), decoder, n_ctx=16)
+    pieces, stats = drain(engine.generate("a b c d", Options(num_predict=100, stop=["three"]), "json"))
+    assert pieces[:-1] == ["one ", "two "] and stats is None and isinstance(pieces[-1], GenerationStats)
+    assert decoder.calls == [([0, 1, 2, 3], ("grammar", "json"), 16, 12)]  # 16 - 4 prompt tokens
+    assert pieces[-1].prompt_eval_count == 4 and pieces[-1].eval_count == 3 and pieces[-1].load_duration == 0
+
+
+def test_a_request_for_another_context_size_asks_the_decoder_for_it_and_counts_the_time():
+    decoder = ScriptedDecoder([b"x"])
+    engine = Engine(WordModel(), decoder, n_ctx=16, max_n_ctx=32)
+    pieces, _ = drain(engine.generate("a", Options(num_ctx=32, num_predict=5)))
+    assert decoder.fitted == [32] and decoder.calls[0][2:] == (32, 5) and pieces[-1].load_duration == 1000
+    with pytest.raises(ContextTooLarge, match="at most 32"):
+        next(engine.generate("a", Options(num_ctx=64)))
+    assert engine.max_n_ctx == 32 and Engine(WordModel(), decoder, n_ctx=16).max_n_ctx == 64  # the model's length
+
+
+def test_a_prompt_that_fills_the_context_is_refused_before_the_decoder_runs():
+    decoder = ScriptedDecoder([b"x"])
+    with pytest.raises(PromptTooLong, match="16 tokens but num_ctx is 16"):
+        next(Engine(WordModel(), decoder, n_ctx=16).generate(" ".join("w" * 16)))
+    assert decoder.calls == []
+
+
+def test_the_engine_forwards_forgetting_health_and_facts_to_its_parts():
+    decoder = ScriptedDecoder([])
+    engine = Engine(WordModel(), decoder)
+    engine.forget_cache()
+    assert decoder.forgotten == 1 and engine.healthy() and engine.parallel == 1
+    assert engine.facts() == {"load_duration": 7, "repack": True, "rows": 1}

@@ -1,5 +1,7 @@
-"""The engine's prompt cache (``--prompt-cache N``): several prefixes kept, and the output at
-temperature 0 the same token for token whether a prefix was restored or evaluated cold."""
+"""The prompt cache (``--prompt-cache N``): several prefixes kept, and the output at temperature 0
+the same token for token whether a prefix was restored or evaluated cold. The bookkeeping is
+tested on a list of tokens; the outputs on the batched decoder with one slot (what the server
+runs with ``--parallel 1``)."""
 
 import ctypes
 
@@ -8,7 +10,7 @@ import pytest
 
 from course_lib.models import resolve_model
 from course_lib.server import prompt_cache
-from course_lib.server.engine import Engine, GenerationStats
+from course_lib.server.engine import Engine, GenerationStats, batched_engine
 from course_lib.server.prompt_cache import CHUNK, PromptCache, shared_prefix
 from course_lib.server.wire import Options
 
@@ -124,16 +126,20 @@ def test_a_cache_needs_a_prompt_a_slot_and_a_chunk_that_fits_a_batch(fake):
             PromptCache(slots, chunk)
 
 
-def test_a_model_whose_cache_cannot_be_cut_is_refused(monkeypatch):
-    monkeypatch.setattr(prompt_cache, "can_be_cut", lambda llm: False)
+class RecurrentModel:
+    def can_be_cut(self) -> bool:
+        return False
+
+
+def test_a_model_whose_cache_cannot_be_cut_is_refused():
     with pytest.raises(ValueError, match="without --prompt-cache"):
-        prompt_cache.LlamaSequence(object())  # type: ignore[arg-type]
+        prompt_cache.check_can_be_cut(RecurrentModel())
 
 
 @pytest.fixture(scope="module")
 def engine():
     name, path = resolve_model()
-    return Engine(name, path, n_ctx=2048, prompt_cache=4)
+    return batched_engine(name, path, n_ctx=2048, prompt_cache=4, parallel=1)
 
 
 def answer(engine: Engine, question: str, with_tools: bool = True) -> tuple[str, int]:
@@ -142,7 +148,7 @@ def answer(engine: Engine, question: str, with_tools: bool = True) -> tuple[str,
                                    {"role": "user", "content": question}], TOOLS if with_tools else None)
     pieces = list(engine.generate(prompt, GREEDY))
     assert isinstance(pieces[-1], GenerationStats)
-    return "".join(p for p in pieces if isinstance(p, str)), engine.cache.reused
+    return "".join(p for p in pieces if isinstance(p, str)), engine.decoder.cache.reused
 
 
 @pytest.mark.model
@@ -166,13 +172,14 @@ def test_a_new_prompt_reuses_the_longest_shared_prefix_in_whole_chunks(engine):
     engine.forget_cache()
     first = engine.tokenize(engine.render_prompt([{"role": "user", "content": QUESTIONS[0]}], TOOLS))
     second = engine.tokenize(engine.render_prompt([{"role": "user", "content": "How much is SKU-00042?"}], TOOLS))
-    engine.cache.prepare(engine.sequence, first)
-    engine.cache.prepare(engine.sequence, second)
+    cache, sequence = engine.decoder.cache, engine.decoder.slots[0].sequence  # the decoder thread is idle
+    cache.prepare(sequence, first)
+    cache.prepare(sequence, second)
     shared = shared_prefix(first, second)
-    assert shared > 2 * CHUNK and engine.cache.reused == shared - shared % CHUNK
-    assert engine.llm.n_tokens == len(second) - 1  # all but the last token, which generate() evaluates
-    live = engine.sequence.live
-    assert list(engine.cache.saved)[-1] == live == tuple(second[:len(live)])
+    assert shared > 2 * CHUNK and cache.reused == shared - shared % CHUNK
+    assert sequence.n_tokens == len(second) - 1  # all but the last token, which the first step evaluates
+    live = sequence.live
+    assert list(cache.saved)[-1] == live == tuple(second[:len(live)])
 
 
 @pytest.mark.model
@@ -180,5 +187,6 @@ def test_a_prompt_shorter_than_a_chunk_leaves_nothing_stale(engine):
     engine.forget_cache()
     cold = answer(engine, QUESTIONS[0])[0]
     answer(engine, "Hi!", with_tools=False)  # evaluated over the tools prompt's cached positions
-    assert engine.sequence.live == ()
-    assert answer(engine, QUESTIONS[0]) == (cold, len(engine.sequence.live))
+    sequence = engine.decoder.slots[0].sequence
+    assert sequence.live == ()
+    assert answer(engine, QUESTIONS[0]) == (cold, len(sequence.live))

@@ -137,10 +137,9 @@ def test_the_wrappers_cannot_run_out_or_be_forged():
 def test_the_real_tokens_have_only_the_templates_control_tokens():
     """The same property on the real tokenizer: the control-token ids of the token list."""
     from course_lib.models import resolve_model
-    from course_lib.server.engine import Engine
+    from course_lib.server.model import LoadedModel
 
-    name, path = resolve_model()
-    engine = Engine(name, path, n_ctx=512)
+    engine = LoadedModel(*resolve_model())
     controls = set(engine.markers.values())
     rng = random.Random(7)
     for dialect in (ollama_body, openai_body, anthropic_body):

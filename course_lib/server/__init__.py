@@ -9,10 +9,13 @@ which ``runtime.connect()`` does for you). Inside, one module per step of a requ
 - ``grammar_limits``: what a ``format`` schema may ask of its grammar, checked before compiling
 - ``generation``: a generation without the model: defaults, errors, statistics, stop strings;
   ``ServedModel`` is what the routes need of a model, so tests can serve a scripted fake instead
-- ``engine`` and ``batching``: the model: prompt in, tokens out (llama-cpp-python), one request
-  at a time or several decoded together; ``batch_policy``: which ones, as pure code
+- ``engine``: the model served: a ``model`` (weights, tokenizer, template, grammars) and a
+  decoder (prompt tokens in, sampled tokens out, llama-cpp-python), ``one_at_a_time`` or
+  several decoded together (``batching``, over a ``context``, with a ``prompt_cache``);
+  ``batch_policy``: which ones, as pure code
 - ``supervisor``: the model in a child process, restarted when it dies (as Ollama's runner)
-- ``scheduler``: as many generations as the model has slots, a bounded queue, 503 beyond it
+- ``scheduler``: the one admission layer: as many generations as the model has slots, a bounded
+  queue, 503 beyond it
 - ``streams``: the OpenAI and Anthropic response bodies and event streams
 - ``app``: the routes (FastAPI) that tie them together, and ``main`` for the command line
 

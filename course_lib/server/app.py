@@ -541,16 +541,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_engine(name: str, path: Path, args: argparse.Namespace) -> ServedModel:
-    """The real engine the command line asks for. It runs in the model's own process
-    (``supervisor.py``), so llama.cpp is imported there, not in the server's."""
+    """The real engine the command line asks for: the batched decoder with its prompt cache, or
+    with ``--prompt-cache 0`` (``--reset-cache``) the one-at-a-time decoder. It runs in the model's
+    own process (``supervisor.py``), so llama.cpp is imported there, not in the server's."""
+    from .engine import batched_engine, one_at_a_time_engine
+
     if args.prompt_cache:
-        from .batching import BatchedEngine
-        return BatchedEngine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
-                             prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows,
-                             repack=not args.no_repack)
-    from .engine import Engine
-    return Engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, reset_each_request=args.reset_cache,
-                  max_n_ctx=args.max_num_ctx, repack=not args.no_repack)
+        return batched_engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
+                              prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows,
+                              repack=not args.no_repack)
+    return one_at_a_time_engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads,
+                                reset_each_request=args.reset_cache, max_n_ctx=args.max_num_ctx,
+                                repack=not args.no_repack)
 
 
 def describe_engine(info: dict[str, Any]) -> str:

@@ -1,13 +1,13 @@
-"""Which requests' tokens are decoded together: the batched engine's policy, as pure code.
+"""Which requests' tokens are decoded together: the batched decoder's policy, as pure code.
 
-``BatchedEngine`` (``batching.py``) owns a llama.cpp context; the decisions it makes about
+``BatchedDecoder`` (``batching.py``) owns a llama.cpp context; the decisions it makes about
 its slots need no model and are tested without one (``tests/test_batch_policy.py``):
 
 - which busy sequences share a ``llama_decode`` (``neighbour_batches``): llama.cpp splits a
   batch whose sequences are not neighbours, and more rows than ``rows`` would change the
   arithmetic of each row;
 - how many waiting requests start now (``admissible``): first come first served, only those of
-  the context size the engine has, none while the cache is being forgotten;
+  the context size the decoder has;
 - how many sequences a context gets when a request asks for a larger ``num_ctx``
   (``sequences_for``), so that memory stays bounded.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 def neighbour_batches(sequences: list[int], rows: int) -> list[list[int]]:
     """The busy ``sequences`` (ascending) cut into runs of neighbours (3, 4, 5), then each run into
-    equal parts of at most ``rows``: the batches of one decoding step (``BatchedEngine._batches``).
+    equal parts of at most ``rows``: the batches of one decoding step (``BatchedDecoder._batches``).
 
     >>> neighbour_batches([0, 1, 2, 3, 6], rows=3)  # 4 neighbours are two batches of 2, not 3 and 1
     [[0, 1], [2, 3], [6]]
@@ -48,16 +48,14 @@ def sequences_for(n_ctx: int, parallel: int, max_n_ctx: int, default_n_ctx: int)
     return max(1, min(parallel, budget // n_ctx))
 
 
-def admissible(free: int, waiting: list[int], n_ctx: int, forgetting: bool) -> int:
+def admissible(free: int, waiting: list[int], n_ctx: int) -> int:
     """How many of the ``waiting`` requests (their ``num_ctx``, first come first) start now in
     ``free`` slots of a context of ``n_ctx`` tokens: those at the head of the line that want this
-    context size; none while the engine forgets its cache (it waits for every slot to empty).
+    context size (the others wait until the running ones end and a context of theirs is made).
 
-    >>> admissible(3, [4096, 4096, 8192, 4096], n_ctx=4096, forgetting=False)  # the 8192 waits, so does the last
+    >>> admissible(3, [4096, 4096, 8192, 4096], n_ctx=4096)  # the 8192 waits, so does the last
     2
     """
-    if forgetting:
-        return 0
     count = 0
     while count < min(free, len(waiting)) and waiting[count] == n_ctx:
         count += 1

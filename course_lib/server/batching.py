@@ -4,123 +4,58 @@ On a CPU most of the time of a generation step goes to reading the model's weigh
 memory. ``llama_decode`` can take the next token of several sequences in one batch, and
 then reads the weights once for all of them: 3 sequences decoded together cost little more
 than one (``benchmarks/batched_decoding.py``). This is what Ollama's ``OLLAMA_NUM_PARALLEL``
-and llama.cpp's server ``--parallel`` do, and what ``BatchedEngine`` does with ``parallel``
-slots, one sequence each, in one context with a KV cache stream per sequence.
+and llama.cpp's server ``--parallel`` do, and what ``BatchedDecoder`` does with ``parallel``
+slots, one sequence each, in one context (``context.py``) with a KV cache stream per sequence.
 
 The price of batching is usually repeatability: llama.cpp picks its matrix kernels by the
 number of rows in a batch, and a kernel for 4 rows adds the same numbers in another order
 than the one for a single row. At temperature 0 a nearly tied token then goes the other
-way, and a request's answer depends on what else was running. So at start-up the engine
+way, and a request's answer depends on what else was running. So at start-up the decoder
 measures it: it decodes one token alone and in batches of 2, 3, ... rows and keeps the
 largest batch whose every row gets the same logits, bit for bit, as the row alone
 (``rows``: 3 on the course's 2-core machine). It never decodes more rows than that in one
 call, and unless told otherwise it has that many slots. On x86 the kernel that changes at 4
-rows is the one for llama.cpp's repacked weights (``engine.load_llama``); with
-``repack=False`` (``--no-repack``) every row is computed alike and 6 of 6 rows measure
-bit-identical there, for about 3% more time per token. A request's answer is then the same
-token for token whether it ran alone or next to others, and the same as the one-at-a-time
-engine's (``tests/test_batching.py`` checks both). With more slots than ``rows`` (``--parallel
-4``) a step takes two calls: 4 sequences are decoded as two batches of 2, which on 2 cores took
-80 ms a step where 3 sequences in one batch took 45.
+rows is the one for llama.cpp's repacked weights (``model.py``); with ``repack=False``
+(``--no-repack``) every row is computed alike and 6 of 6 rows measure bit-identical there,
+for about 3% more time per token. A request's answer is then the same token for token whether
+it ran alone or next to others, and the same as llama-cpp-python's own ``Llama.generate``
+gives with the same prompt cache (``tests/test_batching.py`` checks both). With more slots
+than ``rows`` (``--parallel 4``) a step takes two calls: 4 sequences are decoded as two batches
+of 2, which on 2 cores took 80 ms a step where 3 sequences in one batch took 45.
 
 Prompts are evaluated alone (a sequence's chunks never share a batch with another's), through
-the same ``PromptCache`` as the one-at-a-time engine: its saved prefixes are shared by all
-sequences, so a prefix cached by one request is restored into whichever slot the next one gets.
+a ``PromptCache`` (``prompt_cache.py``): its saved prefixes are shared by all sequences, so a
+prefix cached by one request is restored into whichever slot the next one gets.
 
-One thread, the decoder, owns the llama.cpp context: it admits waiting requests into free
-slots, evaluates their prompts, and then, step after step, decodes one token for every busy
-slot and hands it to the request's queue. ``generate`` (from ``Engine``) runs on the request's
-own thread and reads that queue, so stop strings, budgets and cancellation work as before.
+One thread, the decoder, owns the llama.cpp context: it takes the requests handed over into
+free slots, evaluates their prompts, and then, step after step, decodes one token for every
+busy slot and hands it to the request's queue. Which slots share a step, and how many
+requests start, is pure policy (``batch_policy.py``). ``sampled_bytes`` runs on the request's
+own thread and reads that queue, so ``Engine.generate`` (``engine.py``) handles stop strings,
+budgets and cancellation as for any decoder. How many requests may run or wait is not decided
+here: the scheduler (``scheduler.py``) lets at most ``parallel`` in.
 """
 
 from __future__ import annotations
 
-import ctypes
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import llama_cpp
 import numpy as np
-from llama_cpp import Llama, LlamaGrammar
-from llama_cpp._internals import LlamaBatch, LlamaContext, LlamaSampler
+from llama_cpp import LlamaGrammar
+from llama_cpp._internals import LlamaSampler
 
 from .batch_policy import admissible, neighbour_batches, sequences_for
-from .engine import DEFAULT_NUM_CTX, DEFAULT_PROMPT_CACHE, ContextTooLarge, Engine
-from .generation import MAX_AUTO_PARALLEL
-from .prompt_cache import CHUNK, PromptCache, SavedState, check_can_be_cut, saved_sequence
-from .wire import Format
-
-N_BATCH = 512
-
-
-class ContextSequence:
-    """Sequence ``seq`` of a shared context: what ``PromptCache`` needs of it."""
-
-    def __init__(self, context: Context, seq: int) -> None:
-        self.context, self.seq = context, seq
-        self.live: tuple[int, ...] = ()
-        self.n_tokens = 0  # tokens it holds, prompt and generated
-
-    def evaluate(self, tokens: list[int]) -> None:
-        self.context.decode([(token, self.n_tokens + i, self.seq) for i, token in enumerate(tokens)], every_row=False)
-        self.n_tokens += len(tokens)
-
-    def cut(self, keep: int) -> bool:
-        if not llama_cpp.llama_memory_seq_rm(self.context.memory, self.seq, keep, -1):
-            return False
-        self.n_tokens = min(self.n_tokens, keep)
-        return True
-
-    def save(self) -> ctypes.Array[ctypes.c_uint8] | None:
-        return saved_sequence(self.context.ctx.ctx, self.seq)
-
-    def load(self, state: SavedState) -> int:
-        self.forget()
-        read = llama_cpp.llama_state_seq_set_data(self.context.ctx.ctx, state.data, state.nbytes, self.seq)
-        if read == state.nbytes:
-            self.n_tokens = len(state.tokens)
-        return read
-
-    def forget(self) -> None:
-        llama_cpp.llama_memory_seq_rm(self.context.memory, self.seq, 0, -1)
-        self.n_tokens, self.live = 0, ()
-
-
-class Context:
-    """A llama.cpp context with ``sequences`` KV cache streams of ``n_ctx`` tokens each."""
-
-    def __init__(self, llm: Llama, sequences: int, n_ctx: int) -> None:
-        params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)  # threads, rope, ...
-        params.n_ctx, params.n_batch, params.n_ubatch = sequences * n_ctx, N_BATCH, N_BATCH
-        params.n_seq_max, params.kv_unified = sequences, False  # a stream per sequence: no sharing of cells
-        self.ctx = LlamaContext(model=llm._model, params=params, verbose=False)
-        self.memory = llama_cpp.llama_get_memory(self.ctx.ctx)
-        self.batch = LlamaBatch(n_tokens=N_BATCH, embd=0, n_seq_max=1, verbose=False)
-        self.vocabulary = llm.n_vocab()
-        self.sequences = [ContextSequence(self, seq) for seq in range(sequences)]
-
-    def decode(self, entries: list[tuple[int, int, int]], every_row: bool = True) -> None:
-        """One ``llama_decode`` of (token, position, sequence) entries, with logits for every row
-        or (a prompt's chunk, as ``Llama.eval`` does it) for the last one only."""
-        batch = self.batch.batch
-        batch.n_tokens = len(entries)
-        for i, (token, position, seq) in enumerate(entries):
-            batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.seq_id[i][0] = token, position, 1, seq
-            batch.logits[i] = every_row or i == len(entries) - 1
-        self.ctx.decode(self.batch)
-
-    def logits(self, row: int) -> np.ndarray:
-        return np.ctypeslib.as_array(self.ctx.get_logits_ith(row), shape=(self.vocabulary,)).copy()
-
-    def close(self) -> None:
-        self.batch.close()
-        self.ctx.close()
+from .context import Context, ContextSequence
+from .engine import stalled
+from .generation import DEFAULT_PROMPT_CACHE, MAX_AUTO_PARALLEL, ContextTooLarge
+from .model import LoadedModel
+from .prompt_cache import CHUNK, PromptCache, check_can_be_cut
 
 
 def same_arithmetic_rows(context: Context, token: int) -> int:
@@ -178,46 +113,53 @@ class Slot:
     produced: int = 0
 
 
-class BatchedEngine(Engine):
-    """An ``Engine`` that serves up to ``parallel`` requests at once, decoding them together."""
+class BatchedDecoder:
+    """A ``Decoder`` that serves up to ``parallel`` requests at once, decoding them together.
 
-    def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
-                 max_n_ctx: int | None = None, prompt_cache: int = DEFAULT_PROMPT_CACHE,
-                 parallel: int | None = None, batch_rows: int | None = None, repack: bool = True) -> None:
+    ``n_ctx`` is each sequence's context at start; a request may ask for up to ``max_n_ctx``
+    (then, once nothing runs, the context is made anew: ``batch_policy.sequences_for``).
+    """
+
+    def __init__(self, model: LoadedModel, n_ctx: int, max_n_ctx: int, prompt_cache: int = DEFAULT_PROMPT_CACHE,
+                 parallel: int | None = None, batch_rows: int | None = None) -> None:
         if any(value is not None and value < 1 for value in (parallel, batch_rows)) or prompt_cache < 1:
-            raise ValueError("a batched engine needs at least one slot, one row and one prompt-cache slot")
-        super().__init__(name, path, n_ctx=n_ctx, n_threads=n_threads, max_n_ctx=max_n_ctx, repack=repack)
-        check_can_be_cut(self.llm)
+            raise ValueError("a batched decoder needs at least one slot, one row and one prompt-cache slot")
+        check_can_be_cut(model)
+        self.model, self.default_n_ctx, self.max_n_ctx = model, n_ctx, max_n_ctx
+        self.n_ctx = n_ctx
         self.cache = PromptCache(prompt_cache)
-        self.prompt_cache_slots = prompt_cache
-        self.waiting: deque[Job] = deque()
+        self.busy_since: float | None = None  # when the step llama.cpp is in began (None: idle)
+        self.load_duration = 0  # ns the last new context took
+        # Requests handed over by sampled_bytes, not yet in a slot. This is no line: the scheduler
+        # lets at most ``parallel`` requests in at once; they wait here only for a slot to free up
+        # between two steps, or for the running ones to end before another context size is made.
+        self.incoming: deque[Job] = deque()
         self.wake = threading.Condition()
         self.forget_requested: threading.Event | None = None
         started: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
-        self.decoder = threading.Thread(target=self._decoder, args=(parallel, batch_rows, started), name="decoder",
-                                        daemon=True)
-        self.decoder.start()
+        self.thread = threading.Thread(target=self._decoder, args=(parallel, batch_rows, started), name="decoder",
+                                       daemon=True)
+        self.thread.start()
         if error := started.get():
             raise error
+
+    def fit_context(self, n_ctx: int) -> int:
+        return 0  # the decoder thread makes the context between requests (_resize_if_needed)
 
     def healthy(self) -> bool:
         """Whether the decoder thread still runs and its current step (a prompt, one token for
         every busy slot) has not taken more than ``STALL_SECONDS`` (the supervisor asks)."""
-        return self.decoder.is_alive() and super().healthy()
+        return self.thread.is_alive() and not stalled(self.busy_since)
 
-    def _new_llama(self, n_ctx: int) -> tuple[Llama, int]:
-        """The weights, tokenizer and metadata; the KV cache lives in ``self.context``."""
-        return super()._new_llama(CHUNK)
+    def facts(self) -> dict[str, Any]:
+        return {"exact_rows": self.exact_rows, "rows": self.rows, "parallel": self.parallel}
 
-    def _fit_context(self, num_ctx: int | None) -> tuple[int, int]:
-        return self._wanted_context(num_ctx), 0  # the decoder resizes between requests
-
-    def _sampled_bytes(self, tokens: list[int], settings: dict[str, Any], format: Format, n_ctx: int,
-                       budget: int, cancel: threading.Event | None = None) -> Iterator[bytes]:
-        """Queue the request for the decoder and pass on its tokens as they come."""
-        job = Job(tokens, settings, self.grammar_for(format), n_ctx, budget, cancel)
+    def sampled_bytes(self, tokens: list[int], settings: dict[str, Any], grammar: LlamaGrammar | None,
+                      n_ctx: int, budget: int, cancel: threading.Event | None = None) -> Iterator[bytes]:
+        """Hand the request to the decoder thread and pass on its tokens as they come."""
+        job = Job(tokens, settings, grammar, n_ctx, budget, cancel)
         with self.wake:
-            self.waiting.append(job)
+            self.incoming.append(job)
             self.wake.notify()
         try:
             while (item := job.out.get()) is not None:
@@ -230,14 +172,15 @@ class BatchedEngine(Engine):
                 self.wake.notify()
 
     def forget_cache(self) -> None:
-        """Forget the saved prompts and every sequence's tokens, once no request is running."""
+        """Forget the saved prompts and the tokens of every sequence no request is using, between
+        two steps of the decoder thread (the scheduler calls it once no request runs)."""
         with self.wake:
             done = self.forget_requested = self.forget_requested or threading.Event()  # callers share one
             self.wake.notify()
         done.wait()
 
     # The decoder thread: everything below runs on it and only there. Every llama_decode of
-    # this engine is made from this one thread: llama.cpp's CPU threads (OpenMP) spin between
+    # this decoder is made from this one thread: llama.cpp's CPU threads (OpenMP) spin between
     # two steps only while no more of them exist than cores, and each calling thread gets its
     # own; decoding from a second thread made every step about 60% slower on 2 cores.
 
@@ -270,8 +213,8 @@ class BatchedEngine(Engine):
     def _fail_all(self, error: Exception) -> None:
         """Hand ``error`` to every running and waiting request and start again from empty sequences."""
         with self.wake:
-            waiting = list(self.waiting)
-            self.waiting.clear()
+            waiting = list(self.incoming)
+            self.incoming.clear()
         for job in waiting:
             job.out.put(error)
         for slot in self.slots:
@@ -293,37 +236,39 @@ class BatchedEngine(Engine):
         ``llama_decode``. On 2 cores 3 sequences took 45 ms a step in one batch, and 4 sequences
         80 ms in two batches of 2, so a fourth slot would slow the other three down.
         """
-        probe = Context(self.llm, max(parallel or 0, MAX_AUTO_PARALLEL), CHUNK)
+        probe = Context(self.model, max(parallel or 0, MAX_AUTO_PARALLEL), CHUNK)
         try:
-            self.exact_rows = same_arithmetic_rows(probe, self.llm.tokenize(b"Hello", add_bos=False)[0])
+            self.exact_rows = same_arithmetic_rows(probe, self.model.tokenize("Hello")[0])
         finally:
             probe.close()
         self.rows = batch_rows or self.exact_rows
         self.parallel = parallel or min(self.rows, MAX_AUTO_PARALLEL)
-        self.context = Context(self.llm, self.parallel, self.n_ctx)
+        self.context = Context(self.model, self.parallel, self.n_ctx)
         self.slots = [Slot(sequence) for sequence in self.context.sequences]
 
     def _busy(self) -> list[Slot]:
         return [slot for slot in self.slots if slot.job is not None]
 
     def _has_work(self) -> bool:
-        return bool(self.waiting or self._busy() or self.forget_requested)
+        return bool(self.incoming or self._busy() or self.forget_requested)
 
     def _free_finished(self) -> None:
         """Free the slots of requests that want no more, and drop waiting ones whose client left."""
         for slot in self._busy():
             if slot.job and (slot.job.done.is_set() or slot.job.cancelled):
                 self._end(slot)
-        for job in [job for job in self.waiting if job.cancelled]:
-            self.waiting.remove(job)
+        for job in [job for job in self.incoming if job.cancelled]:
+            self.incoming.remove(job)
             job.out.put(None)
 
     def _forget_if_asked(self) -> None:
-        if self.forget_requested and not self._busy():
-            assert self.cache is not None
+        """Forget the saved prompts and every free sequence's tokens (a sequence still serving a
+        request keeps them: the scheduler asks only once none does)."""
+        if self.forget_requested:
             self.cache.clear()
             for slot in self.slots:
-                slot.sequence.forget()
+                if slot.job is None:
+                    slot.sequence.forget()
             self.forget_requested.set()
             self.forget_requested = None
 
@@ -333,21 +278,20 @@ class BatchedEngine(Engine):
         The new context is made before the old one is let go: if that fails, the request gets
         the error and the server keeps serving with the context it had.
         """
-        if not self.waiting or self.waiting[0].n_ctx == self.n_ctx or self._busy():
+        if not self.incoming or self.incoming[0].n_ctx == self.n_ctx or self._busy():
             return
-        job = self.waiting[0]
+        job = self.incoming[0]
         started = time.perf_counter_ns()
         try:
-            context = Context(self.llm, self._sequences_for(job.n_ctx), job.n_ctx)
+            context = Context(self.model, self._sequences_for(job.n_ctx), job.n_ctx)
         except Exception as error:  # llama.cpp reports a failed allocation as ValueError or RuntimeError
-            self.waiting.popleft()
+            self.incoming.popleft()
             job.out.put(ContextTooLarge(f"could not make a context of {job.n_ctx} tokens ({error}); "
                                         f"the server keeps its context of {self.n_ctx}"))
             return
         self.context.close()
         self.context, self.n_ctx = context, job.n_ctx
         self.slots = [Slot(sequence) for sequence in context.sequences]
-        assert self.cache is not None
         self.cache.clear()
         self.load_duration = time.perf_counter_ns() - started
 
@@ -357,33 +301,23 @@ class BatchedEngine(Engine):
     def _admit(self) -> list[Slot]:
         """Move waiting requests of the current context size into free slots, first come first served."""
         free = [slot for slot in self.slots if slot.job is None]
-        count = admissible(len(free), [job.n_ctx for job in self.waiting], self.n_ctx, bool(self.forget_requested))
+        count = admissible(len(free), [job.n_ctx for job in self.incoming], self.n_ctx)
         admitted = free[:count]  # the lowest free sequences, so busy ones are mostly neighbours (see _batches)
         for slot in admitted:
-            slot.job, slot.produced = self.waiting.popleft(), 0
+            slot.job, slot.produced = self.incoming.popleft(), 0
         return admitted
 
     def _start(self, slot: Slot) -> None:
         """Evaluate the prompt but its last token (alone, through the prompt cache); make the sampler."""
         job = slot.job
-        assert job is not None and self.cache is not None
+        assert job is not None
         try:
             self.cache.prepare(slot.sequence, job.tokens)
-            slot.sampler = self._sampler(job.settings, job.grammar)
+            slot.sampler = self.model.sampler(job.settings, job.grammar)
             slot.next_token = job.tokens[-1]
         except Exception as error:
             job.out.put(error)
             self._end(slot)
-
-    def _sampler(self, settings: dict[str, Any], grammar: LlamaGrammar | None) -> LlamaSampler:
-        """The sampling chain for the request's options, made by the very code with which
-        ``Llama.generate`` makes it for the one-at-a-time engine (``Engine._sampled_bytes``)."""
-        self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
-        self.llm.last_n_tokens_size = settings["repeat_last_n"]
-        return self.llm._init_sampler(
-            top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"], temp=settings["temperature"],
-            repeat_penalty=settings["repeat_penalty"], presence_penalty=settings["presence_penalty"],
-            frequency_penalty=settings["frequency_penalty"], grammar=grammar)
 
     def _step(self) -> None:
         """Decode one token for every busy slot, at most ``rows`` slots per ``llama_decode``.
@@ -421,10 +355,10 @@ class BatchedEngine(Engine):
         """Give the slot's request its next token, or end it (end of turn, budget, request gone)."""
         job = slot.job
         assert job is not None
-        if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
+        if self.model.ends_turn(token):
             self._end(slot)
             return
-        job.out.put(self.llm.detokenize([token]))
+        job.out.put(self.model.token_bytes(token))
         slot.produced += 1
         slot.next_token = token
         if slot.produced >= job.budget or job.done.is_set() or job.cancelled:
@@ -434,4 +368,6 @@ class BatchedEngine(Engine):
         """Free the slot and tell its request there is no more."""
         if slot.job is not None:
             slot.job.out.put(None)
+        if slot.sampler is not None:
+            slot.sampler.close()
         slot.job, slot.sampler, slot.next_token = None, None, -1

@@ -1,45 +1,33 @@
-"""The model itself: one llama.cpp instance that turns a prompt into text, token by token.
+"""The model served: a ``LoadedModel`` and a ``Decoder``, composed into one ``Engine``.
 
-This is the part of an Ollama-like server that is not HTTP. It loads a GGUF file once,
-renders chat messages with the model's own template, and generates with the sampling
-options a request asks for, measuring what it does (tokens and nanoseconds), as Ollama
-reports it.
+This is the part of an Ollama-like server that is not HTTP. Three pieces, one idea each:
 
-Two things about llama.cpp shape this code:
+- the model (``model.py``): weights, tokenizer, metadata, chat template; it renders chat
+  messages with the model's own template, tokenizes the prompt (the template's markers as
+  special tokens, message text as plain text), and makes grammars and samplers;
+- a decoder (``Decoder`` below): it takes a prompt's tokens and yields the bytes of each token
+  the model samples after them. ``one_at_a_time.py`` serves one request at a time and reuses
+  the previous prompt's prefix, as llama-cpp-python does; ``batching.py`` serves several at
+  once, decoding their tokens together, with a prompt cache of several prefixes;
+- the ``Engine``, which holds what every generation shares whatever the decoder: the request's
+  options and their defaults, the context size it may have, the token budget, stop strings
+  and the statistics Ollama reports (tokens and nanoseconds).
 
-- One ``Llama`` instance is not thread-safe, so the server runs one generation at a time.
-- The instance remembers the tokens of the last prompt (its KV cache). When the next
-  prompt starts with the same tokens, as every turn of a tool-calling loop does, only
-  the new tail is evaluated. That is why the server keeps a single instance alive.
-  At temperature 0 that single cached prefix can still change the output slightly (the
-  cached path adds numbers in a different order); ``reset_each_request=True`` trades the
-  speed-up for exact repeatability. ``prompt_cache=N`` (the server's default, 8) keeps N
-  prefixes instead, and makes the output independent of which one was cached
-  (``prompt_cache.py``).
-
-And one thing about tokens: a chat prompt (``Prompt``) is tokenized so that only the
-template's own markers become special tokens. Text from messages and tools stays text,
-even when it spells ``<|im_start|>``: a web page cannot open a system turn. A raw prompt
-(a plain ``str``, ``/api/generate`` with ``raw``) is the caller's own template, so its
-markers are read as markers.
+This module imports no llama.cpp (the two above do), so ``Engine.generate`` is tested with a
+scripted decoder in ``tests/test_engine_parts.py``. The server never calls a decoder itself:
+how many requests run and wait is the scheduler's decision (``scheduler.py``), and the decoders
+take what it hands them. ``one_at_a_time_engine`` and ``batched_engine`` build the two kinds.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import llama_cpp
-from llama_cpp import Llama, LlamaGrammar
-from llama_cpp.llama_grammar import JSON_GBNF
-
-from ..chat_template import Prompt, render, render_prompt, template_markers
+from ..chat_template import Prompt
 from .generation import (  # noqa: F401 (re-exported: the model-free half of a generation)
     DEFAULT_NUM_CTX,
     DEFAULT_PROMPT_CACHE,
@@ -54,134 +42,138 @@ from .generation import (  # noqa: F401 (re-exported: the model-free half of a g
     TokenText,
     generated_text,
 )
-from .grammar_limits import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_NESTING, grammar_nesting
-from .prompt_cache import LlamaSequence, PromptCache
 from .wire import Format, Options
 
-_loading = threading.Lock()
 STALL_SECONDS = 300.0  # one step of llama.cpp that takes longer is stuck (a 32k-token prompt takes about 2 minutes)
 
 
-def load_llama(path: Path, repack: bool, **settings: Any) -> Llama:
-    """``Llama(model_path=path, **settings)``, with llama.cpp's weight repacking on or off.
+def stalled(busy_since: float | None) -> bool:
+    """Whether a step of llama.cpp that began at ``busy_since`` (``time.monotonic()``; None: no
+    step runs) has taken more than ``STALL_SECONDS``. A grammar can make every token cost minutes;
+    the supervisor's liveness check asks ``healthy()`` and restarts a stalled model."""
+    return busy_since is not None and time.monotonic() - busy_since >= STALL_SECONDS
 
-    On loading, llama.cpp rearranges ("repacks") the weights of some quantisation types for
-    faster CPU kernels. The repacked matrix product treats a batch of 4 or more rows with
-    another kernel than 1 to 3 rows, which adds the same numbers in another order; without
-    repacking every row is computed alike, whatever the batch (``batching.py`` measures it).
-    llama-cpp-python does not expose llama.cpp's switch (``use_extra_bufts``; llama-server's
-    ``--no-repack``), so for ``repack=False`` the default model parameters that ``Llama``
-    starts from are changed for the duration of the load.
+
+class Model(Protocol):
+    """What an ``Engine`` uses of its model (``model.LoadedModel``)."""
+
+    name: str
+    path: Path
+    metadata: dict[str, str]
+    template: str
+    bos_token: str
+    eos_token: str
+    markers: dict[str, int]  # control tokens by text
+    context_length: int | None  # the length the model was trained for, if its metadata says
+    load_duration: int  # ns the weights took to load
+    repack: bool
+
+    @property
+    def architecture(self) -> str: ...
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str: ...
+
+    def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+                      ) -> Prompt: ...
+
+    def tokenize(self, prompt: str | Prompt) -> list[int]: ...
+
+    def grammar_for(self, format: Format) -> Any: ...
+
+
+class Decoder(Protocol):
+    """Tokens in, sampled tokens' bytes out: the part of a generation that runs llama.cpp.
+
+    ``sampled_bytes`` may be called from ``parallel`` threads at once. llama.cpp samples lazily:
+    each token is decoded when the caller asks for the next one, so whoever stops asking (a stop
+    string, the budget, a cancelled request) stops the model.
     """
-    defaults = llama_cpp.llama_model_default_params
 
-    def without_repacking() -> llama_cpp.llama_model_params:
-        params = defaults()
-        params.use_extra_bufts = False
-        return params
+    parallel: int  # requests it serves at once
+    busy_since: float | None  # when the step llama.cpp is in began (None: idle)
 
-    with _loading:  # every load, so that no load with repacking runs while the defaults are changed
-        if repack:
-            return Llama(model_path=str(path), **settings)
-        llama_cpp.llama_cpp.llama_model_default_params = without_repacking  # what Llama.__init__ calls
-        try:
-            return Llama(model_path=str(path), **settings)
-        finally:
-            llama_cpp.llama_cpp.llama_model_default_params = defaults
+    @property
+    def n_ctx(self) -> int:
+        """The context size (tokens per sequence) it has now."""
+
+    def fit_context(self, n_ctx: int) -> int:
+        """Make sure a request of ``n_ctx`` tokens can run; the ns spent making a new context now
+        (``ContextTooLarge`` if it could not be made: the decoder keeps the one it has)."""
+
+    def sampled_bytes(self, tokens: list[int], settings: dict[str, Any], grammar: Any, n_ctx: int,
+                      budget: int, cancel: threading.Event | None) -> Iterator[bytes]:
+        """The bytes of each token the model samples after ``tokens`` (with the request's
+        ``settings`` and ``grammar``, in a context of ``n_ctx`` tokens), until it ends its turn,
+        ``budget`` tokens are out, or ``cancel`` is set."""
+
+    def forget_cache(self) -> None:
+        """Forget every cached prompt: the next request is evaluated from its first token."""
+
+    def healthy(self) -> bool:
+        """Whether llama.cpp is making progress (see ``stalled``)."""
+
+    def facts(self) -> dict[str, Any]:
+        """What the server's start-up line says about it (slots, rows per batch)."""
+
+
+def largest_context(model: Model, n_ctx: int, max_n_ctx: int | None) -> int:
+    """The largest ``num_ctx`` a request may ask for: ``max_n_ctx``, at most the model's own length
+    (``n_ctx``, the server's default, when the model's metadata does not say)."""
+    context_length = model.context_length or n_ctx
+    return min(max_n_ctx or context_length, context_length)
 
 
 class Engine:
-    """A loaded model. Call ``generate()`` from one thread at a time."""
+    """A ``model`` generating through a ``decoder``: what the server serves (a ``ServedModel``).
 
-    parallel = 1
+    ``n_ctx`` is the context a request without ``options.num_ctx`` gets; a request may ask for
+    up to ``max_n_ctx`` (default: the model's own length).
+    """
 
-    def __init__(self, name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX,
-                 n_threads: int | None = None, reset_each_request: bool = False,
-                 max_n_ctx: int | None = None, prompt_cache: int = 0, repack: bool = True) -> None:
-        self.name = name
-        self.path = Path(path)
-        self.n_threads = n_threads or self.default_threads()
-        self.repack = repack  # llama.cpp's repacked weights (its default); see load_llama
-        self.reset_each_request = reset_each_request
-        self.default_n_ctx = n_ctx  # what a request without options.num_ctx gets
-        if prompt_cache and reset_each_request:
-            raise ValueError("reset_each_request and prompt_cache exclude each other: choose one")
-        self.prompt_cache_slots = prompt_cache  # 0: llama-cpp-python's own single prefix
-        self.llm, self.load_duration = self._new_llama(n_ctx)
-        self.sequence = self._new_sequence()
-        self.cache = PromptCache(prompt_cache) if prompt_cache else None
-        self.n_ctx = n_ctx
-        self.metadata: dict[str, str] = dict(self.llm.metadata)
-        self.template: str = self.metadata.get("tokenizer.chat_template", "")
-        # Read once here: render() runs on the server's event loop and must not touch
-        # self.llm while a generation thread uses (or reloads) it.
-        self.bos_token = self._token_text(self.llm.token_bos())
-        self.eos_token = self._token_text(self.llm.token_eos())
-        self.context_length = int(self.metadata.get(f"{self.architecture}.context_length", n_ctx))
-        self.max_n_ctx = min(max_n_ctx or self.context_length, self.context_length)
-        self.markers = self._control_tokens()
-        self.busy_since: float | None = None  # when the step llama.cpp is in began (None: idle)
-        self.marker_pattern = re.compile("|".join(map(re.escape, sorted(self.markers, key=len, reverse=True))))
+    def __init__(self, model: Model, decoder: Decoder, n_ctx: int = DEFAULT_NUM_CTX,
+                 max_n_ctx: int | None = None) -> None:
+        self.model, self.decoder = model, decoder
+        self.name, self.path, self.metadata, self.template = model.name, model.path, model.metadata, model.template
+        self.parallel = decoder.parallel  # generations served at once
+        self.default_n_ctx = n_ctx
+        self.max_n_ctx = largest_context(model, n_ctx, max_n_ctx)
 
-    @staticmethod
-    def default_threads() -> int:
-        """All cores (llama-cpp-python's own default is half of them: about half the speed here)."""
-        return os.cpu_count() or 1
-
-    def _new_llama(self, n_ctx: int) -> tuple[Llama, int]:
-        """A fresh llama.cpp instance with an ``n_ctx``-token context, and ns it took."""
-        started = time.perf_counter_ns()
-        llm = load_llama(self.path, self.repack, n_ctx=n_ctx, n_batch=512, n_threads=self.n_threads, verbose=False)
-        return llm, time.perf_counter_ns() - started
-
-    def _new_sequence(self) -> LlamaSequence | None:
-        """The prompt cache's view of the model's one sequence (None without a prompt cache)."""
-        return LlamaSequence(self.llm) if self.prompt_cache_slots else None
-
-    def _control_tokens(self) -> dict[str, int]:
-        """The vocabulary's control tokens (``<|im_start|>``, ``<|im_end|>``, ...) by text."""
-        vocab = self.llm._model.vocab
-        return {self._token_text(token): token for token in range(llama_cpp.llama_vocab_n_tokens(vocab))
-                if llama_cpp.llama_vocab_get_attr(vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-                and self._token_text(token)}
+    # --- the model's description and prompts (ServedModel) ---------------------------------
 
     @property
     def architecture(self) -> str:
-        return self.metadata.get("general.architecture", "unknown")
+        return self.model.architecture
+
+    @property
+    def bos_token(self) -> str:
+        return self.model.bos_token
+
+    @property
+    def eos_token(self) -> str:
+        return self.model.eos_token
+
+    @property
+    def markers(self) -> dict[str, int]:
+        return self.model.markers
+
+    @property
+    def n_ctx(self) -> int:
+        return self.decoder.n_ctx
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-        """The prompt text for a chat, from the model's own template."""
-        return render(self.template, messages, tools, add_generation_prompt=True,
-                      bos_token=self.bos_token, eos_token=self.eos_token)
+        return self.model.render(messages, tools)
 
     def render_prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> Prompt:
-        """``render``, plus where the messages' and tools' text sits (see ``tokenize``)."""
-        return render_prompt(self.template, messages, tools, add_generation_prompt=True,
-                             bos_token=self.bos_token, eos_token=self.eos_token)
+        return self.model.render_prompt(messages, tools)
 
     def tokenize(self, prompt: str | Prompt) -> list[int]:
-        """Token ids of a prompt.
+        """Token ids of a prompt (``LoadedModel.tokenize``: only the template's markers are special)."""
+        return self.model.tokenize(prompt)
 
-        A raw ``str`` is the caller's own template: markers such as ``<|im_start|>`` in it
-        become one special token each. In a ``Prompt`` only the markers the template wrote
-        do; the same characters inside a message stay plain text (several ordinary tokens).
-        Between markers the text is tokenized in one piece, exactly as a raw prompt is.
-        """
-        if isinstance(prompt, str):
-            return self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-        tokens: list[int] = []
-        cursor = 0
-        for start, end in self._template_markers(prompt):
-            tokens += self._plain_tokens(prompt.text[cursor:start]) + [self.markers[prompt.text[start:end]]]
-            cursor = end
-        return tokens + self._plain_tokens(prompt.text[cursor:])
+    def grammar_for(self, format: Format) -> Any:
+        return self.model.grammar_for(format)
 
-    def _template_markers(self, prompt: Prompt) -> list[tuple[int, int]]:
-        """Spans of control-token text that lie outside every message's text."""
-        return template_markers(prompt, self.marker_pattern)
-
-    def _plain_tokens(self, text: str) -> list[int]:
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+    # --- generating ---------------------------------------------------------------------
 
     def generate(self, prompt: str | Prompt, options: Options | None = None, format: Format = None,
                  cancel: threading.Event | None = None) -> Iterator[str | GenerationStats]:
@@ -189,80 +181,28 @@ class Engine:
 
         Stops at the model's end-of-turn token, a ``stop`` string (not included in the
         text), ``num_predict`` tokens, a full context window, or when ``cancel`` is set.
-        The model's part is ``_sampled_bytes`` (tokens, as bytes); turning those into text
+        The decoder's part is ``sampled_bytes`` (tokens, as bytes); turning those into text
         is ``generated_text``, which needs no model and is tested without one.
         """
         settings = {**DEFAULTS, **(options.model_dump(exclude_none=True) if options else {})}
-        n_ctx, load_duration = self._fit_context(settings.get("num_ctx"))
+        n_ctx = self.wanted_context(settings.get("num_ctx"))
+        load_duration = self.decoder.fit_context(n_ctx)
         started = time.perf_counter_ns()
-        tokens = self.tokenize(prompt)
+        tokens = self.model.tokenize(prompt)
         if len(tokens) >= n_ctx:
             raise PromptTooLong(f"the prompt is {len(tokens)} tokens but num_ctx is {n_ctx}; "
                                 "shorten the conversation or raise options.num_ctx")
         limit = settings["num_predict"] if settings["num_predict"] >= 0 else n_ctx
         budget = min(limit, n_ctx - len(tokens))  # num_predict, and the room left in the context
-        ending = yield from generated_text(self._sampled_bytes(tokens, settings, format, n_ctx, budget, cancel),
-                                           settings.get("stop") or [], budget, cancel)
+        grammar = self.model.grammar_for(format)  # a bad schema is a 400 before any work
+        sampled = self.decoder.sampled_bytes(tokens, settings, grammar, n_ctx, budget, cancel)
+        ending = yield from generated_text(sampled, settings.get("stop") or [], budget, cancel)
         finished = time.perf_counter_ns()
         first_token_at = ending.first_token_at or finished
         yield GenerationStats(ending.done_reason, len(tokens), first_token_at - started, ending.eval_count,
                               finished - first_token_at, load_duration)
 
-    def _sampled_bytes(self, tokens: list[int], settings: dict[str, Any], format: Format, n_ctx: int,
-                       budget: int, cancel: threading.Event | None = None) -> Iterator[bytes]:
-        """The bytes of each token the model samples after ``tokens``, until it ends its turn.
-
-        llama.cpp samples lazily: each ``next`` evaluates one more token, so whoever stops
-        asking (a stop string, a cancelled request, the ``budget`` of tokens) stops the model.
-        (``n_ctx`` is the context this engine already has: ``_fit_context`` loaded it. The
-        batched engine, ``batching.py``, uses all of these arguments.)
-        """
-        grammar = self.grammar_for(format)  # a bad schema is a 400 before any work
-        if self.reset_each_request:
-            self.forget_cache()
-        if self.cache and self.sequence:
-            self.cache.prepare(self.sequence, tokens)
-        # No seed means a fresh random one (an earlier request's seed must not linger).
-        self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
-        self.llm.last_n_tokens_size = settings["repeat_last_n"]
-        self.busy_since = time.monotonic()
-        try:
-            for token in self.llm.generate(
-                tokens, top_k=settings["top_k"], top_p=settings["top_p"], min_p=settings["min_p"],
-                temp=settings["temperature"], repeat_penalty=settings["repeat_penalty"],
-                presence_penalty=settings["presence_penalty"], frequency_penalty=settings["frequency_penalty"],
-                grammar=grammar,
-            ):
-                # The library's own completion code asks the vocabulary this way.
-                if llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token):
-                    return
-                self.busy_since = None  # the token is out; the caller decides whether to ask for another
-                yield self.llm.detokenize([token])
-                self.busy_since = time.monotonic()
-        finally:
-            self.busy_since = None
-
-    def healthy(self) -> bool:
-        """Whether llama.cpp is making progress: no step (a prompt, a token) has taken more than
-        ``STALL_SECONDS``. A grammar can make every token cost minutes; the supervisor's liveness
-        check asks this and restarts a stalled model."""
-        started = self.busy_since
-        return started is None or time.monotonic() - started < STALL_SECONDS
-
-    def forget_cache(self) -> None:
-        """Forget the cached prompt: the next request is evaluated from its first token.
-
-        The server does this when a client asks Ollama to unload the model (an empty request
-        with ``keep_alive: 0``), so a benchmark can start every case from the same state.
-        """
-        if self.cache:
-            self.cache.clear()
-        if self.sequence:
-            self.sequence.forget()  # the model's one sequence: llm.reset(), and no live prefix
-        else:
-            self.llm.reset()
-
-    def _wanted_context(self, num_ctx: int | None) -> int:
+    def wanted_context(self, num_ctx: int | None) -> int:
         """The context a request asks for (``options.num_ctx``, else the server's), if allowed."""
         wanted = num_ctx or self.default_n_ctx
         if wanted > self.max_n_ctx:
@@ -270,56 +210,46 @@ class Engine:
                                   f"{wanted} was asked for")
         return wanted
 
-    def _fit_context(self, num_ctx: int | None) -> tuple[int, int]:
-        """Reload with a new context size when a request asks for one (Ollama does the same);
-        the request's context size and the ns the reload took.
+    def forget_cache(self) -> None:
+        """Forget the cached prompts: the next request is evaluated from its first token.
 
-        The new instance is loaded before the old one is let go: if the load fails (not
-        enough memory, say), the server keeps serving with the context it had.
+        The server does this when a client asks Ollama to unload the model (an empty request
+        with ``keep_alive: 0``), so a benchmark can start every case from the same state. The
+        scheduler calls it once no request runs (it takes every slot first).
         """
-        wanted = self._wanted_context(num_ctx)
-        if wanted == self.n_ctx:
-            return wanted, 0
-        try:
-            llm, duration = self._new_llama(wanted)
-        except Exception as error:  # llama.cpp reports a failed allocation as ValueError or RuntimeError
-            raise ContextTooLarge(f"could not load a context of {wanted} tokens ({error}); "
-                                  f"the server keeps its context of {self.n_ctx}") from None
-        self.llm, self.n_ctx = llm, wanted
-        self.sequence = self._new_sequence()
-        if self.cache:
-            self.cache.clear()
-        return wanted, duration
+        self.decoder.forget_cache()
 
-    def grammar_for(self, format: Format) -> LlamaGrammar | None:
-        """A llama.cpp grammar that only allows JSON (``"json"``) or JSON of a given schema.
+    def healthy(self) -> bool:
+        """Whether llama.cpp is making progress (the supervisor's liveness check asks)."""
+        return self.decoder.healthy()
 
-        The grammar is compiled once here to check it: a schema the converter gets wrong
-        (this llama-cpp-python version mangles some regex ``pattern``s) must become a
-        clear error, not a crash of the whole server when sampling starts.
-        """
-        if format is None:
-            return None
-        if format == "json":
-            return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
-        try:
-            grammar = LlamaGrammar.from_json_schema(json.dumps(format), verbose=False)
-        except Exception as error:  # the converter asserts, indexes and recurses on what it does not know
-            raise BadFormat(f"the format schema could not be turned into a grammar: "
-                            f"{type(error).__name__}: {error}"[:300]) from None
-        if len(grammar._grammar) > MAX_GRAMMAR_CHARS:
-            raise BadFormat(f"the format schema becomes a grammar of {len(grammar._grammar):,} characters; "
-                            f"this server compiles at most {MAX_GRAMMAR_CHARS:,} (fewer enum values or properties)")
-        if (nesting := grammar_nesting(grammar._grammar)) > MAX_GRAMMAR_NESTING:
-            raise BadFormat(f"the format schema becomes a grammar nested {nesting:,} levels deep; this server "
-                            f"compiles at most {MAX_GRAMMAR_NESTING:,} (smaller counts)")
-        compiled = llama_cpp.llama_sampler_init_grammar(
-            self.llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
-        if not compiled:
-            raise BadFormat("the format schema could not be turned into a valid llama.cpp grammar "
-                             "(regex patterns are the usual cause); drop the pattern and validate it afterwards")
-        llama_cpp.llama_sampler_free(compiled)
-        return grammar
+    def facts(self) -> dict[str, Any]:
+        """What the server's start-up line says (``supervisor.describe``)."""
+        return {"load_duration": self.model.load_duration, "repack": self.model.repack, **self.decoder.facts()}
 
-    def _token_text(self, token: int) -> str:
-        return self.llm.detokenize([token], special=True).decode("utf-8", errors="replace") if token >= 0 else ""
+
+def one_at_a_time_engine(name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
+                         reset_each_request: bool = False, max_n_ctx: int | None = None,
+                         repack: bool = True) -> Engine:
+    """The model served one request at a time, reusing the previous prompt's prefix
+    (``reset_each_request``: none; ``--reset-cache``). Loads llama.cpp."""
+    from .model import LoadedModel
+    from .one_at_a_time import OneAtATimeDecoder
+
+    model = LoadedModel(name, path, n_threads=n_threads, repack=repack)
+    return Engine(model, OneAtATimeDecoder(model, n_ctx, reset_each_request), n_ctx, max_n_ctx)
+
+
+def batched_engine(name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
+                   max_n_ctx: int | None = None, prompt_cache: int = DEFAULT_PROMPT_CACHE,
+                   parallel: int | None = None, batch_rows: int | None = None, repack: bool = True) -> Engine:
+    """The model served to up to ``parallel`` requests at once, their tokens decoded together, with
+    a prompt cache of ``prompt_cache`` prefixes (``batching.py``; what the server runs by default).
+    Loads llama.cpp."""
+    from .batching import BatchedDecoder
+    from .model import LoadedModel
+
+    model = LoadedModel(name, path, n_threads=n_threads, repack=repack)
+    decoder = BatchedDecoder(model, n_ctx, largest_context(model, n_ctx, max_n_ctx), prompt_cache=prompt_cache,
+                             parallel=parallel, batch_rows=batch_rows)
+    return Engine(model, decoder, n_ctx, max_n_ctx)

@@ -3,7 +3,7 @@ and the loop that turns sampled tokens into text (stop strings, token budgets, U
 
 This module imports no llama.cpp, so the server's process (``app.py``), the scheduler and
 the tests with a scripted model need no compiled library: only the model's own process
-(``engine.py``, ``batching.py``, run by ``supervisor.py``) loads it.
+(``model.py`` and the decoders, run by ``supervisor.py``) loads it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .wire import Format, Options
 DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1,
             "repeat_last_n": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0, "num_predict": -1}
 DEFAULT_NUM_CTX = 4096
-DEFAULT_PROMPT_CACHE = 8  # the server's slots (``--prompt-cache``); Engine's own default is 0
+DEFAULT_PROMPT_CACHE = 8  # prefixes the batched decoder keeps (``--prompt-cache``); 0: the one-at-a-time decoder
 MAX_AUTO_PARALLEL = 4  # slots when none are asked for: at most Ollama's usual OLLAMA_NUM_PARALLEL
 
 

@@ -16,12 +16,11 @@ that start at multiples of ``chunk``, and only whole chunks are reused: a chunk'
 values are then the same numbers whether they were computed now or restored, and so is
 everything after them. tests/test_prompt_cache.py checks it token for token against this
 cache's own cold run (the same engine, build and thread count). The answers need not equal
-those of an engine without this cache, which evaluates in other batches.
+those of a decoder without this cache, which evaluates in other batches.
 
-The cache works on a ``Sequence``: the one sequence of a ``llama_cpp.Llama``
-(``LlamaSequence``, the engine that serves one request at a time) or one of the sequences of
-a context shared by several requests (``batching.py``). The saved states are shared: a prefix
-saved from one sequence can be restored into another.
+The cache works on a ``Sequence``: one of the sequences of a context shared by several
+requests (``context.ContextSequence``, used by ``batching.py``). The saved states are shared:
+a prefix saved from one sequence can be restored into another.
 
 The saved states are bounded twice: at most ``slots`` of them, and at most ``max_bytes`` in
 all (about 12 KiB per token for the course's 0.5B model), the least recently used dropped
@@ -37,7 +36,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import llama_cpp
-from llama_cpp import Llama
 
 CHUNK = 64  # tokens per evaluated chunk: a reused prefix is a multiple of it
 MAX_BYTES = 1 << 30  # all saved states together
@@ -58,8 +56,8 @@ class SavedState:
 class Sequence(Protocol):
     """One sequence in a model's KV cache, as the prompt cache uses it.
 
-    ``LlamaSequence`` is the one sequence of a ``llama_cpp.Llama``; the batched engine has one
-    per slot of a shared context (``batching.py``).
+    The batched decoder has one per slot of a shared context (``context.ContextSequence``);
+    the tests use a list of tokens (``tests/test_prompt_cache.py``).
     """
 
     live: tuple[int, ...]  # the whole chunks of the last prompt prepared on it, still in the cache
@@ -90,14 +88,14 @@ def shared_prefix(a: tuple[int, ...] | list[int], b: list[int]) -> int:
     return n
 
 
-def can_be_cut(llm: Llama) -> bool:
-    """Whether the model's cache can drop every token after a position and keep the rest, as
-    reusing a prefix needs (not so for recurrent or hybrid models, or sliding-window attention)."""
-    return not (llm._is_recurrent or llm._is_hybrid or llama_cpp.llama_model_n_swa(llm._model.model) > 0)
+class CutModel(Protocol):
+    def can_be_cut(self) -> bool:
+        """Whether a sequence's cache can drop every token after a position (``model.LoadedModel``)."""
 
 
-def check_can_be_cut(llm: Llama) -> None:
-    if not can_be_cut(llm):
+def check_can_be_cut(model: CutModel) -> None:
+    """Refuse a model whose cache cannot be cut at a position: reusing a prefix needs that."""
+    if not model.can_be_cut():
         raise ValueError("this model's cache cannot be cut at a position (a recurrent, hybrid or "
                          "sliding-window model): run it without --prompt-cache")
 
@@ -193,41 +191,3 @@ def saved_sequence(ctx: llama_cpp.llama_context_p, seq: int) -> ctypes.Array[cty
     data = (ctypes.c_uint8 * size)()
     written = llama_cpp.llama_state_seq_get_data(ctx, data, size, seq)
     return (ctypes.c_uint8 * written).from_buffer(data) if 0 < written <= size else None
-
-
-class LlamaSequence:
-    """The one sequence of a ``llama_cpp.Llama`` (the engine that serves one request at a time).
-
-    ``Llama.generate(tokens)`` then finds ``tokens[:-1]`` in place (its ``n_tokens`` and
-    ``input_ids``) and evaluates only the last token before it samples.
-    """
-
-    def __init__(self, llm: Llama) -> None:
-        check_can_be_cut(llm)
-        self.llm = llm
-        self.live: tuple[int, ...] = ()
-
-    def evaluate(self, tokens: list[int]) -> None:
-        self.llm.eval(tokens)  # callers pass at most a chunk, so Llama.eval (which splits at n_batch) does not
-
-    def cut(self, keep: int) -> bool:
-        if not self.llm._ctx.kv_cache_seq_rm(-1, keep, -1):
-            return False
-        self.llm.n_tokens = keep
-        return True
-
-    def save(self) -> ctypes.Array[ctypes.c_uint8] | None:
-        return saved_sequence(self.llm._ctx.ctx, 0)
-
-    def load(self, state: SavedState) -> int:
-        self.llm.n_tokens = 0
-        self.llm._ctx.kv_cache_seq_rm(-1, 0, -1)
-        read = llama_cpp.llama_state_seq_set_data(self.llm._ctx.ctx, state.data, state.nbytes, 0)
-        if read == state.nbytes:
-            self.llm.n_tokens = len(state.tokens)
-            self.llm.input_ids[:len(state.tokens)] = state.tokens
-        return read
-
-    def forget(self) -> None:
-        self.llm.reset()
-        self.live = ()

@@ -1,11 +1,16 @@
-"""As many generations at a time as the engine has slots, a bounded line of waiting
-requests, and stop-on-disconnect.
+"""The one admission layer: as many generations at a time as the engine has slots, a bounded
+line of waiting requests, quiet moments for forgetting the cache, and stop-on-disconnect.
 
 The server hands each request's generation to a worker thread that first takes one of the
-engine's ``parallel`` slots: 1 for ``Engine`` (a ``llama_cpp.Llama`` may only be used by one
-thread at a time), more for ``BatchedEngine`` (``batching.py``), which decodes them together.
-Requests that arrive while every slot is busy wait their turn; when ``max_queue`` are already
-waiting, a new one is turned away at once (HTTP 503, as Ollama does) rather than piling up.
+engine's ``parallel`` slots: 1 for the one-at-a-time decoder (a llama.cpp context may only be
+used by one thread at a time), more for the batched decoder (``batching.py``), which decodes
+them together. Requests that arrive while every slot is busy wait their turn here; when
+``max_queue`` are already waiting, a new one is turned away at once (HTTP 503, as Ollama does)
+rather than piling up. Nothing below this decides that: the decoders, and the model's own
+process (``supervisor.py``), take what they are handed.
+
+Forgetting the cache (``keep_alive: 0``) takes a place in line too, and then every slot, so it
+runs when no generation does.
 
 Each generation gets a ``cancel`` event. When the client goes away mid-stream, the
 server sets it and the worker stops at the next token, freeing the model for the

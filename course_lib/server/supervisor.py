@@ -7,8 +7,8 @@ Ollama never loads a model into its HTTP server for that reason: each model runs
 "runner" process that the server starts, talks to and restarts.
 
 ``SupervisedEngine`` does the same. The HTTP server (``app.py``) serves it like any
-``ServedModel``, but the real engine (``engine.py``, ``batching.py``) lives in a child
-process started with ``multiprocessing``'s ``spawn``:
+``ServedModel``, but the real engine (``engine.py``: the model and its decoder) lives in a
+child process started with ``multiprocessing``'s ``spawn``:
 
 - requests and their tokens cross a pipe: ``("generate", job, prompt, options, format)``
   goes down, ``("item", job, text)`` ... ``("end", job)`` come back; a request whose client
@@ -17,8 +17,12 @@ process started with ``multiprocessing``'s ``spawn``:
   answers it with a 503 in the request's API format, or a last error line when the stream
   had begun), and a new child is started; requests that arrive meanwhile wait for it;
 - a liveness check pings the child every few seconds: a child that does not answer, or
-  whose engine reports itself unhealthy (the batched engine's decoder thread has died), is
-  killed and restarted the same way.
+  whose engine reports itself unhealthy (its decoder's thread has died, or one step of llama.cpp
+  has run for more than ``engine.STALL_SECONDS``), is killed and restarted the same way; so is
+  one whose cancelled request does not stop within ``CANCEL_GRACE``.
+
+The child keeps no line of its own: the server's scheduler (``scheduler.py``) decides how many
+requests run and wait, and when the cache may be forgotten; the child serves what it is sent.
 
 The prompt is rendered here, in the server's process (it is Python and needs no model);
 tokenizing and generating happen in the child. The cost of the pipe is one small message a
@@ -379,5 +383,4 @@ def describe(engine: ServedModel) -> dict[str, Any]:
     return {"name": engine.name, "path": str(engine.path), "parallel": engine.parallel,
             "metadata": dict(engine.metadata), "template": engine.template, "architecture": engine.architecture,
             "bos_token": getattr(engine, "bos_token", ""), "eos_token": getattr(engine, "eos_token", ""),
-            **{key: getattr(engine, key) for key in ("load_duration", "exact_rows", "rows", "repack")
-               if hasattr(engine, key)}}
+            **(engine.facts() if hasattr(engine, "facts") else {})}
