@@ -116,9 +116,12 @@ class Lesson:
         return max(self.seconds, self.readme_seconds or 0.0)
 
     def minutes(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE,
-                quick: bool = False) -> int:
-        """Reading + running + exercises, rounded up to whole minutes."""
-        return math.ceil(self.words / wpm + self.run_seconds(quick) / 60 + self.exercises * per_exercise)
+                quick: bool = False, exercises: int | None = None) -> int:
+        """Reading + running + exercises (all of them, or the first ``exercises``), rounded up to whole minutes."""
+        if exercises is not None and not 0 <= exercises <= self.exercises:
+            raise ValueError(f"lesson {self.number} has {self.exercises} exercises, not {exercises}")
+        done = self.exercises if exercises is None else exercises
+        return math.ceil(self.words / wpm + self.run_seconds(quick) / 60 + done * per_exercise)
 
 
 def words_in(text: str) -> int:
