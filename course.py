@@ -448,11 +448,31 @@ keeps the models. Wheels built elsewhere (`pip wheel -w DIR ...`) are added with
 """
 
 
-def wheel_platform(wheel: str) -> tuple[str, str] | None:
-    """The Python and platform tags of a wheel's file name, e.g. ``("cp311", "linux_x86_64")``; None
-    for a pure-Python wheel that fits everywhere."""
-    python_tag, _abi, platform_tag = wheel.removesuffix(".whl").split("-")[-3:]
-    return None if platform_tag == "any" else (python_tag, platform_tag)
+def wheel_platform(wheel: str) -> tuple[str | None, str] | None:
+    """Which Python (``"3.11"``, or None for any Python 3) and which system (``"Linux x86_64"``) a
+    wheel's file name says it is for; None for a pure-Python wheel that fits everywhere."""
+    _python, abi, platform_tag = wheel.removesuffix(".whl").split("-")[-3:]
+    if platform_tag == "any":
+        return None
+    version = f"{abi[2]}.{abi[3:]}" if re.fullmatch(r"cp3\d+", abi) else None  # abi3 and none: any Python 3
+    first = platform_tag.split(".")[0]
+    system = ("Linux" if "linux" in first else "macOS" if first.startswith("macosx") else
+              "Windows" if first.startswith("win") else first)
+    arch = re.search(r"(x86_64|aarch64|arm64|amd64|universal2|i686|win32)$", first)
+    return version, f"{system} {arch.group(1) if arch else first}"
+
+
+def glibc_needed(wheels: list[str]) -> str | None:
+    """The newest glibc the Linux wheels ask for (``manylinux_2_34`` is 2.34), if any do."""
+    older = {"1": (2, 5), "2010": (2, 12), "2014": (2, 17)}  # manylinux1_x86_64 is glibc 2.5, ...
+    versions = []
+    for wheel in wheels:
+        for tag in wheel.removesuffix(".whl").split("-")[-1].split("."):
+            if found := re.match(r"manylinux_(\d+)_(\d+)_", tag):
+                versions.append((int(found[1]), int(found[2])))
+            elif (found := re.match(r"manylinux(1|2010|2014)_", tag)) and found[1] in older:
+                versions.append(older[found[1]])
+    return ".".join(map(str, max(versions))) if versions else None
 
 
 def bundle(out: Path, models: list[str], add_wheels: list[Path]) -> None:
@@ -488,8 +508,10 @@ def write_bundle_readme(out: Path, cmake_args: str) -> None:
     """The bundle's README.md, from what the folder holds now."""
     wheels = sorted(p.name for p in (out / "wheels").glob("*.whl"))
     tags = {tag for wheel in wheels if (tag := wheel_platform(wheel))}
-    pythons = sorted({f"{py[2]}.{py[3:]}" for py, _ in tags if py.startswith("cp")}) or ["3"]
-    platforms = sorted({plat for _, plat in tags}) or ["any platform"]
+    pythons = sorted({version for version, _ in tags if version}, key=lambda v: int(v.split(".")[1])) or ["3"]
+    platforms = sorted({system for _, system in tags}) or ["any system"]
+    if glibc := glibc_needed(wheels):
+        platforms = [f"{p} (glibc {glibc} or newer)" if p.startswith("Linux") else p for p in platforms]
     models = [f"- `models/{p.name}`: SHA-256 `{(p.parent / (p.name + '.sha256')).read_text().strip()}`, "
               f"{p.stat().st_size:,} bytes" for p in sorted((out / "models").glob("*.gguf"))]
     llama = [f"- `wheels/{w}`" for w in wheels if w.startswith("llama_cpp_python-")]

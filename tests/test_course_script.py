@@ -475,10 +475,15 @@ def test_a_bundle_readme_names_what_it_serves_and_each_model_s_sha256(tmp_path):
     (tmp_path / "models" / "m.gguf.sha256").write_text("ab" * 32 + "\n")
     course.write_bundle_readme(tmp_path, "-DGGML_NATIVE=OFF")
     readme = (tmp_path / "README.md").read_text()
-    assert "Python 3.11 on linux_x86_64, manylinux_2_17_x86_64.manylinux2014_x86_64" in readme
+    assert "Python 3.11 on Linux x86_64 (glibc 2.17 or newer)" in readme
     assert f"`models/m.gguf`: SHA-256 `{'ab' * 32}`, 4 bytes" in readme
     assert "`wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl`" in readme and "`-DGGML_NATIVE=OFF`" in readme
     assert course.wheel_platform("httpx-0.28.1-py3-none-any.whl") is None
+    assert course.wheel_platform("cryptography-50.0.2-cp311-abi3-manylinux_2_34_x86_64.whl") == (None, "Linux x86_64")
+    assert course.wheel_platform("numpy-2.4.6-cp312-cp312-win_amd64.whl") == ("3.12", "Windows amd64")
+    assert course.wheel_platform("numpy-2.4.6-cp313-cp313-macosx_14_0_arm64.whl") == ("3.13", "macOS arm64")
+    assert course.glibc_needed(["a-1-cp311-abi3-manylinux_2_34_x86_64.whl", "b-1-py3-none-manylinux1_x86_64.whl",
+                                "c-1-py3-none-any.whl"]) == "2.34"
 
 
 def test_bundle_refuses_a_folder_of_wheels_with_none_in_it_before_installing_anything(tmp_path, monkeypatch):
