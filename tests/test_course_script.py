@@ -497,3 +497,21 @@ def test_the_portable_build_never_targets_this_cpu_on_x86(monkeypatch):
     args = course.portable_build_args().split()
     assert "-DGGML_NATIVE=OFF" in args and "-DGGML_OPENMP=OFF" in args and "-DGGML_AVX2=ON" in args
     assert not any("AVX512" in a or "AMX" in a for a in args)
+
+
+def test_slides_runs_the_library_s_slides_command_in_the_course_s_python(monkeypatch):
+    calls = []
+    monkeypatch.setattr(course, "install", lambda *args: calls.append("install"))
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    monkeypatch.setattr(course.subprocess, "run", lambda command, **kw: calls.append(command)
+                        or subprocess.CompletedProcess(command, 3))
+    assert course.main(["slides", "OUT", "notebooks/01_the_wire.ipynb"]) == 3
+    assert calls == ["install", [sys.executable, "-m", "course_lib.slides", "OUT", "notebooks/01_the_wire.ipynb"]]
+
+
+def test_help_lists_every_command(capsys):
+    assert course.main(["--help"]) == 0
+    usage = capsys.readouterr().out
+    for command in ("lab", "test", "setup --from BUNDLE", "check", "grade", "bundle OUT", "slides OUT", "python ARGS"):
+        assert f"course.py {command}" in usage
+    assert course.main(["no-such-command"]) == 2
