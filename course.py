@@ -493,8 +493,11 @@ def bundle(out: Path, models: list[str], add_wheels: list[Path]) -> None:
     llama = llama_wheel(cmake_args, f"Building llama-cpp-python once, for laptops like this machine ({cmake_args}): "
                                     "about 10 minutes on 2 cores.")
     version = llama.name.split("-")[1]
+    leftover = not (ROOT / "build").exists()  # setuptools builds the course's own wheel in build/
     run(python(), "-m", "pip", "wheel", "--wheel-dir", wheels, "--find-links", llama.parent,
         "pip", "setuptools>=68", ".[test]", f"llama-cpp-python=={version}")
+    if leftover:
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
     for own in wheels.glob("course_lib-*.whl"):  # the course itself is installed from its clone
         own.unlink()
     run(python(), "-m", "course_lib.models", "bundle", out, *models)
