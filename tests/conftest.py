@@ -28,8 +28,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``-m "not model"`` is the fast path. (Lesson 13's own tests in ``notebooks/agent_tests`` mark
     their one model test themselves; the lesson runs the others with ``-m "not model"``.)
 
-    Tests marked ``long`` run first: with pytest-xdist (``-n 2``), one worker starts on the
-    longest while the other takes the rest, instead of the longest starting last."""
+    Tests marked ``long`` run first: with pytest-xdist (``-n 3``), one worker starts on the
+    longest while the others take the rest, instead of the longest starting last."""
     for item in items:
         path = Path(str(item.path))
         if path.suffix == ".ipynb" and any(folder in path.parents for folder in NOTEBOOK_FOLDERS):
