@@ -355,7 +355,8 @@ def llama_wheel(cmake_args: str, why: str) -> Path:
 
     pip's own wheel cache knows nothing of CMake arguments and could hand back a wheel built
     with others, so the build skips it (``--no-cache-dir``)."""
-    effective = f"{os.environ.get('CMAKE_ARGS', '')} {cmake_args}".strip()
+    yours = os.environ.get("CMAKE_ARGS", "")
+    effective = yours if cmake_args in yours else f"{yours} {cmake_args}".strip()  # set by an earlier build here
     wheels = course_cache() / "wheels" / hashlib.sha256(effective.encode()).hexdigest()[:12]
     if not list(wheels.glob("llama_cpp_python-*.whl")):
         print(why, flush=True)
