@@ -22,17 +22,16 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import json
-import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from .. import config
+from ..dialects.json_text import read_json
 from .wire import MAX_BODY_BYTES, MAX_JSON_DEPTH
 
 APP_SCHEMES = ("app", "file", "tauri", "vscode-webview", "vscode-file")  # Ollama allows these too
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ApiError(Exception):
@@ -105,17 +104,6 @@ async def read_limited(chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES
     return bytes(body)
 
 
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text[:20]} is too large for a number")
-    return value
-
-
 def parse_json_object(body: bytes) -> dict[str, Any]:
     """Decode a UTF-8 JSON object, refusing what would hurt later: other encodings,
     ``NaN``/``Infinity`` and numbers that overflow, deep nesting, lone surrogates."""
@@ -134,30 +122,9 @@ def parse_json(body: bytes) -> Any:
     except UnicodeDecodeError as error:
         raise ApiError(400, f"invalid JSON body: it must be UTF-8 ({error.reason} at byte {error.start})") from None
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise ApiError(400, f"invalid JSON body: nested more than {MAX_JSON_DEPTH} levels deep") from None
-    except ValueError as error:  # JSONDecodeError, NaN, overflow, an integer of thousands of digits
+        return read_json(text, MAX_JSON_DEPTH)  # the same strict rules as JSON inside JSON (dialects/json_text.py)
+    except ValueError as error:  # not JSON, NaN, overflow, too deep, a lone surrogate
         raise ApiError(400, f"invalid JSON body: {error}") from None
-    check_depth_and_text(data)
-    return data
-
-
-def check_depth_and_text(value: Any, limit: int = MAX_JSON_DEPTH) -> None:
-    """Walk ``value`` without recursion: at most ``limit`` levels, and no lone surrogate
-    (``"\\ud800"`` is valid JSON but no valid text; it would fail later, when encoded)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            raise ApiError(400, f"invalid JSON body: nested more than {limit} levels deep")
-        if isinstance(item, str):
-            if LONE_SURROGATE.search(item):
-                raise ApiError(400, "invalid JSON body: a string holds a lone surrogate (\\ud800-\\udfff)")
-        elif isinstance(item, dict):
-            stack += [(key, depth) for key in item] + [(child, depth + 1) for child in item.values()]
-        elif isinstance(item, list):
-            stack += [(child, depth + 1) for child in item]
 
 
 ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
