@@ -485,3 +485,49 @@ def test_cases_run_side_by_side_are_run_and_judged_as_one_after_another(url):
         return [{**vars(outcome), "seconds": None} for outcome in found]
 
     assert outcomes(3) == outcomes(1)
+
+
+class StopsAtCall:
+    """A model that answers each request with the words of its user prompt, and times out on
+    call number ``stop_at`` (as a request past the client's time limit does)."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.stop_at, self.asked = stop_at, 0
+
+    def chat(self, messages, tools=None, options=None, **fields):
+        self.asked += 1
+        if self.asked == self.stop_at:
+            raise TimeoutError("the request took longer than the client waits")
+        return {"message": says(f"Done: {messages[1]['content'][:20]}"), "done": True, "prompt_eval_count": 10,
+                "eval_count": 5}
+
+
+def test_a_stopped_table_keeps_its_judged_runs_and_resumes_with_only_the_missing_ones(tmp_path):
+    from course_lib.security import run_table
+    from course_lib.security.journal import JournalMismatch, RunJournal, table_settings
+
+    cases, rows = SCENARIOS.benign_cases()[:3], {"no defense": [], "spotlighting": [Spotlighting()]}
+    settings = table_settings("m", Path(__file__).parents[1] / "data" / "security_scenarios.json", list(rows), False)
+    path = tmp_path / "defense_table.runs.jsonl"
+
+    def clean(outcomes):
+        return [{**vars(outcome), "seconds": None} for outcome in outcomes]
+
+    whole = clean(run_table(StopsAtCall(), SCENARIOS, rows, cases, []))
+    with pytest.raises(TimeoutError):
+        run_table(StopsAtCall(stop_at=5), SCENARIOS, rows, cases, [], journal=RunJournal(path, settings, False))
+    with open(path, "a") as file:
+        file.write('{"defense": "spotlighting", "ca')  # the half-written line of a killed process
+    with pytest.raises(FileExistsError, match="--resume"):  # a stopped run is never overwritten by accident
+        RunJournal(path, settings, resume=False)
+    with pytest.raises(JournalMismatch, match="resume with the same model"):
+        RunJournal(path, {**settings, "model": "another"}, resume=True)
+
+    journal = RunJournal(path, settings, resume=True)
+    assert len(journal.kept) == 4  # calls 1 to 4 were judged; the fifth timed out
+    model = StopsAtCall()
+    assert clean(run_table(model, SCENARIOS, rows, cases, [], journal=journal)) == whole
+    assert model.asked == 2  # only the two runs the journal lacked
+    assert len(RunJournal(path, settings, resume=True).kept) == 6
+    journal.close()
+    assert not path.exists()

@@ -11,6 +11,11 @@ sent (the same conversation so far) is answered from memory (``RememberedReplies
 ``--quick`` (or ``COURSE_QUICK=1``) runs one attacked case per defense (two for poisoning:
 one per server), as CI does.
 
+A full table is long (the 1.5B model's takes most of an hour), so every judged run is saved
+as it finishes in ``DIR/<name>.runs.jsonl`` (``journal.py``). If the run stops (a request
+past its time limit, a crash, Ctrl-C), the same command with ``--resume`` runs only what is
+missing; the journal is deleted once the table is saved.
+
 ``--server URL --model NAME`` runs the table on another server instead, a bigger model on
 a GPU machine, say: an Ollama server (``--api ollama``, the default), or any
 OpenAI-compatible one such as vLLM or llama.cpp's server (``--api openai``, URL ending in
@@ -43,6 +48,7 @@ from . import (
     table_text,
 )
 from .bench import RememberedReplies
+from .journal import JournalMismatch, RunJournal, table_settings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -58,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     common.add_argument("--workers", type=int, default=None,
                         help="cases run at once (default COURSE_WORKERS, else 4; the embedded server has 3 slots "
                              "on 2 cores, and a case beyond them waits)")
+    common.add_argument("--resume", action="store_true",
+                        help="go on with a stopped run: keep the runs its journal holds, run the others")
     common.add_argument("--api", choices=("ollama", "openai"), default="ollama",
                         help="how to talk to --server: Ollama's /api/chat, or OpenAI's /v1/chat/completions")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -70,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["COURSE_QUICK"] = "1"
     scenarios = load_scenarios(args.scenarios)
     workers = args.workers or config.workers()
+    out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
 
     def chosen(rows: dict[str, Any]) -> dict[str, Any]:
         names = [name.strip() for name in (args.defenses or "").split(",") if name.strip()] or list(rows)
@@ -83,39 +92,50 @@ def main(argv: list[str] | None = None) -> None:
         policies, (benign, attacked) = chosen(standard_rows(scenarios)), poisoning_cases(scenarios)
         name = "tool_poisoning"
 
-        def run(model: ChatModel) -> list[Outcome]:
-            return run_poisoning_table(model, scenarios, policies, benign, attacked, workers)
+        def run(model: ChatModel, journal: RunJournal) -> list[Outcome]:
+            return run_poisoning_table(model, scenarios, policies, benign, attacked, workers, journal)
     else:
         defenses, (benign, attacked) = chosen(standard_defenses()), table_cases(scenarios)
         name = "defense_table"
 
-        def run(model: ChatModel) -> list[Outcome]:
-            return run_table(model, scenarios, defenses, benign, attacked, workers)
+        def run(model: ChatModel, journal: RunJournal) -> list[Outcome]:
+            return run_table(model, scenarios, defenses, benign, attacked, workers, journal)
 
     model_name = args.model or chosen_model()
+    rows = list(policies if args.command == "poisoning" else defenses)
+    try:
+        journal = RunJournal(out / f"{name}.runs.jsonl", table_settings(model_name, args.scenarios, rows,
+                                                                         quick_mode()), args.resume)
+    except (FileExistsError, JournalMismatch) as problem:
+        parser.error(str(problem))
+    resumed = len(journal.kept)
+    if resumed:
+        print(f"resuming: {resumed} runs already judged in {journal.path}")
     embedded = None if args.server else EmbeddedServer(model=model_name)
     try:
         if embedded:
-            model: ChatModel = RememberedReplies(Client(embedded.url, model=model_name))
+            # a long time limit: on a busy machine a request may wait for a slot, then share 2 cores
+            model: ChatModel = RememberedReplies(Client(embedded.url, model=model_name, timeout=900))
             where = "course_lib embedded server (prompt cache)"
         else:
             model = (OpenAICompatible(args.server, model_name) if args.api == "openai"
                      else Client(args.server, model=model_name))
             where = f"{args.server} ({args.api})"
         started = time.perf_counter()
-        outcomes = run(model)
+        outcomes = run(model, journal)
         minutes = (time.perf_counter() - started) / 60
     finally:
         if embedded:
             embedded.stop()
-    rows = summarise(outcomes)
-    print(table_text(rows), "", *claims(rows), sep="\n")
-    print(f"\n{len(outcomes)} runs in {minutes:.1f} minutes")
+    summary = summarise(outcomes)
+    print(table_text(summary), "", *claims(summary), sep="\n")
+    print(f"\n{len(outcomes)} runs ({resumed} of them from the journal) in {minutes:.1f} minutes")
     remembered = model.hits if isinstance(model, RememberedReplies) else 0
     print(f"{remembered} requests answered from memory")
-    out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
     print("saved", save_table(outcomes, model_name, where, out, name, minutes=round(minutes, 1),
-                              remembered_replies=remembered, workers=workers, scenarios=str(args.scenarios)))
+                              remembered_replies=remembered, workers=workers, scenarios=str(args.scenarios),
+                              resumed_runs=resumed))
+    journal.close()
 
 
 if __name__ == "__main__":

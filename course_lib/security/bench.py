@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..experiments import quick_mode, run_all
@@ -32,6 +32,7 @@ from ..messages import ToolResult
 from ..tools import DeclaredTool, ToolFunction, tool_schema
 from .defenses import OPTIONS, Defense, RunContext
 from .executor import guarded_executor
+from .journal import RunJournal
 from .scenarios import Case, Scenarios, holds
 from .workspace import Workspace
 
@@ -185,14 +186,33 @@ def table_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
 
 
 def run_table(model: ChatModel, scenarios: Scenarios, defenses: dict[str, list[Defense]],
-              benign: list[Case], attacked: list[Case], workers: int = 1) -> list[Outcome]:
+              benign: list[Case], attacked: list[Case], workers: int = 1,
+              journal: RunJournal | None = None) -> list[Outcome]:
     """Every case under every defense, ``workers`` cases at a time; a progress bar per defense.
 
     The defenses run one after another, so rows that begin alike can share replies
-    (``RememberedReplies``); a row's cases run side by side (``experiments.run_all``)."""
+    (``RememberedReplies``); a row's cases run side by side (``experiments.run_all``).
+    With a ``journal`` each judged run is saved as it finishes, and runs it already holds
+    are not run again."""
+    def row(stack: list[Defense], label: str) -> Callable[[Case], Outcome]:
+        return lambda case: run_case(model, scenarios, case, stack, label)[0]
+    return run_rows({label: row(stack, label) for label, stack in defenses.items()}, benign + attacked, workers,
+                    journal)
+
+
+def run_rows(rows: dict[str, Callable[[Case], Outcome]], cases: list[Case], workers: int = 1,
+             journal: RunJournal | None = None) -> list[Outcome]:
+    """``run(case)`` for every case of every row, the rows one after another, in order;
+    what ``journal`` already holds is taken from it, what is new is added to it."""
     outcomes = []
-    for label, stack in defenses.items():
-        def one(case: Case, stack: list[Defense] = stack, label: str = label) -> Outcome:
-            return run_case(model, scenarios, case, stack, label)[0]
-        outcomes += run_all(one, benign + attacked, workers, desc=label)
+    for label, run in rows.items():
+        def one(case: Case, run: Callable[[Case], Outcome] = run, label: str = label) -> Outcome:
+            kept = journal.finished(label, case.id) if journal else None
+            if kept is not None:
+                return Outcome(**kept)
+            outcome = run(case)
+            if journal:
+                journal.add(asdict(outcome))
+            return outcome
+        outcomes += run_all(one, cases, workers, desc=label)
     return outcomes

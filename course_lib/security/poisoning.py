@@ -34,7 +34,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.types import Tool, ToolAnnotations
 
-from ..experiments import quick_mode, run_all
+from ..experiments import quick_mode
 from ..loop import ChatModel
 from ..mcp_tools import (
     McpSession,
@@ -45,8 +45,9 @@ from ..mcp_tools import (
     without_changed,
 )
 from ..tools import ToolFunction, parse_docstring
-from .bench import Outcome, ToolSource, run_case
+from .bench import Outcome, ToolSource, run_case, run_rows
 from .defenses import ArgumentPolicy, Defense
+from .journal import RunJournal
 from .scenarios import Case, Scenarios
 from .workspace import READ_TOOLS, Workspace, build_workspace
 
@@ -147,14 +148,15 @@ def over_mcp(case: Case, policy: Policy) -> ToolSource:
 
 
 def run_poisoning_table(model: ChatModel, scenarios: Scenarios, rows: dict[str, tuple[Policy, list[Defense]]],
-                        benign: list[Case], attacked: list[Case], workers: int = 1) -> list[Outcome]:
+                        benign: list[Case], attacked: list[Case], workers: int = 1,
+                        journal: RunJournal | None = None) -> list[Outcome]:
     """Every case under every row, ``workers`` at a time, judged like the defense table
-    (``table.summarise`` reads it)."""
-    outcomes = []
-    for label, (policy, defenses) in rows.items():
-        def one(case: Case, label: str = label, policy: Policy = policy, defenses: list[Defense] = defenses) -> Outcome:
+    (``table.summarise`` reads it); with a ``journal``, saved as it goes (``bench.run_rows``)."""
+    def row(label: str, policy: Policy, defenses: list[Defense]) -> Callable[[Case], Outcome]:
+        def one(case: Case) -> Outcome:
             workspace = build_workspace(scenarios.workspace)  # every text clean: the attack is in a description
             return run_case(model, scenarios, case, defenses, label, workspace=workspace,
                             tools_from=over_mcp(case, policy))[0]
-        outcomes += run_all(one, benign + attacked, workers, desc=label)
-    return outcomes
+        return one
+    return run_rows({label: row(label, policy, defenses) for label, (policy, defenses) in rows.items()},
+                    benign + attacked, workers, journal)
