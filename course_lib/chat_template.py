@@ -87,10 +87,14 @@ def render(template: str, messages: list[Message], tools: list[Tool] | None = No
 @dataclass(frozen=True)
 class Prompt:
     """A rendered prompt: its ``text``, and the ``(start, end)`` spans of it that came from
-    the messages and tools (everything else came from the template)."""
+    the messages and tools (everything else came from the template).
+
+    ``calls_allowed`` False: the prompt shows tools but the reply may not call one
+    (``tool_choice: "none"``); the server then forbids the token that opens a call."""
 
     text: str
     text_spans: tuple[tuple[int, int], ...]
+    calls_allowed: bool = True
 
     def template_parts(self) -> list[tuple[int, int]]:
         """The ``(start, end)`` spans that the template wrote: the gaps between ``text_spans``."""

@@ -27,10 +27,11 @@ from typing import Any, Literal
 
 CallStyle = Literal["tagged", "fenced", "bare"]
 
+CALL_TAG = "<tool_call>"  # what opens a tagged call; one token in Qwen's vocabulary
 TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 FENCED = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 BLOCKS: tuple[tuple[re.Pattern[str], CallStyle], ...] = ((TAGGED, "tagged"), (FENCED, "fenced"))
-CALL_OPENERS = ("<tool_call>", "```", "{", "[")
+CALL_OPENERS = (CALL_TAG, "```", "{", "[")
 SCAN_BUDGET = 8  # failed tries at reading a JSON value may read 8 times the text, in all
 MAX_FAILED_TRIES = 1_000  # and there are at most this many (each failure costs Python time too)
 MAX_VALUES = 1_000  # JSON values read from one text or block; more is degenerate, and stays content

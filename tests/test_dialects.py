@@ -144,22 +144,24 @@ def openai_with(**fields):
                                     "tools": [WEATHER, STOCK], **fields})
 
 
-@pytest.mark.parametrize("fields, tools, names", [
-    ({}, 2, None),
-    ({"tool_choice": "auto"}, 2, None),
-    ({"tool_choice": None}, 2, None),
-    ({"tool_choice": "none"}, 0, None),
-    ({"tool_choice": "none", "parallel_tool_calls": False}, 0, None),
-    ({"tool_choice": "required"}, 2, ["get_weather", "get_stock"]),
-    ({"tool_choice": {"type": "function", "function": {"name": "get_stock"}}}, 2, ["get_stock"]),
-    ({"tool_choice": "required", "parallel_tool_calls": False}, 2, ["get_weather", "get_stock"]),
+@pytest.mark.parametrize("fields, tools, names, calls", [
+    ({}, 2, None, True),
+    ({"tool_choice": "auto"}, 2, None, True),
+    ({"tool_choice": None}, 2, None, True),
+    ({"tool_choice": "none"}, 2, None, False),
+    ({"tool_choice": "none", "parallel_tool_calls": False}, 2, None, False),
+    ({"tool_choice": "required"}, 2, ["get_weather", "get_stock"], True),
+    ({"tool_choice": {"type": "function", "function": {"name": "get_stock"}}}, 2, ["get_stock"], True),
+    ({"tool_choice": "required", "parallel_tool_calls": False}, 2, ["get_weather", "get_stock"], True),
     ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": False},
-     2, ["get_weather"]),
-    ({"parallel_tool_calls": True}, 2, None),
+     2, ["get_weather"], True),
+    ({"parallel_tool_calls": True}, 2, None, True),
 ])
-def test_openai_tool_choice_is_honoured(fields, tools, names):
+def test_openai_tool_choice_is_honoured(fields, tools, names, calls):
+    """"none" keeps the tools in the prompt, as OpenAI defines it, and lets no call come back."""
     request = openai_with(**fields)
     assert len(request["tools"] or []) == tools and forced_names(request["format"]) == names
+    assert request["calls_allowed"] is calls
 
 
 def test_a_forced_call_is_a_grammar_for_one_call_with_the_declared_arguments():
@@ -198,19 +200,20 @@ def anthropic_with(tool_choice):
     return dialects.anthropic_request({**body, **({} if tool_choice is None else {"tool_choice": tool_choice})})
 
 
-@pytest.mark.parametrize("choice, tools, names", [
-    (None, 2, None),
-    ({"type": "auto"}, 2, None),
-    ({"type": "auto", "disable_parallel_tool_use": False}, 2, None),
-    ({"type": "none"}, 0, None),
-    ({"type": "any"}, 2, ["get_weather", "get_stock"]),
-    ({"type": "any", "disable_parallel_tool_use": True}, 2, ["get_weather", "get_stock"]),
-    ({"type": "tool", "name": "get_stock"}, 2, ["get_stock"]),
-    ({"type": "tool", "name": "get_stock", "disable_parallel_tool_use": True}, 2, ["get_stock"]),
+@pytest.mark.parametrize("choice, tools, names, calls", [
+    (None, 2, None, True),
+    ({"type": "auto"}, 2, None, True),
+    ({"type": "auto", "disable_parallel_tool_use": False}, 2, None, True),
+    ({"type": "none"}, 2, None, False),
+    ({"type": "any"}, 2, ["get_weather", "get_stock"], True),
+    ({"type": "any", "disable_parallel_tool_use": True}, 2, ["get_weather", "get_stock"], True),
+    ({"type": "tool", "name": "get_stock"}, 2, ["get_stock"], True),
+    ({"type": "tool", "name": "get_stock", "disable_parallel_tool_use": True}, 2, ["get_stock"], True),
 ])
-def test_anthropic_tool_choice_is_honoured(choice, tools, names):
+def test_anthropic_tool_choice_is_honoured(choice, tools, names, calls):
     request = anthropic_with(choice)
     assert len(request["tools"] or []) == tools and forced_names(request["format"]) == names
+    assert request["calls_allowed"] is calls
 
 
 @pytest.mark.parametrize("choice, message", [

@@ -2,6 +2,7 @@
 request asks for a context or a grammar it cannot have, and that the one-at-a-time decoder
 answers as llama-cpp-python's own ``Llama.generate`` does (``llama_reference.py``)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -124,3 +125,23 @@ def test_the_one_at_a_time_decoder_answers_as_llama_cpp_python(engine):
     engine.forget_cache()
     for question, options, tools, format in turns:
         assert reply(engine, question, options, tools, format) == reply(reference, question, options, tools, format)
+
+
+def test_tool_choice_none_forbids_the_token_that_opens_a_call(engine, monkeypatch):
+    """Qwen opens a call with one token, ``<tool_call>``; a prompt that allows no call
+    (``tool_choice: "none"``) gives that token a logit of minus infinity. The 0.5B model rarely
+    writes that token (it writes bare or fenced JSON, which the server then reads as content),
+    so the ban is shown on the token it does write first: banned, it is never chosen."""
+    assert [engine.model.token_text(token) for token in engine.model.call_opening_tokens()] == ["<tool_call>"]
+    prompt = engine.render_prompt([{"role": "user", "content": "How many SKU-00042 are left?"}], TOOLS)
+    options = Options(temperature=0, num_predict=8)
+
+    def first_token(prompt):
+        engine.forget_cache()  # both cold: a reused prefix may change a close choice
+        text = "".join(piece for piece in engine.generate(prompt, options) if isinstance(piece, str))
+        return engine.model.tokenize(text)[0]
+
+    usual = first_token(prompt)
+    monkeypatch.setattr(engine.model, "call_opening_tokens", lambda: [usual])
+    assert first_token(dataclasses.replace(prompt, calls_allowed=False)) != usual
+    assert first_token(prompt) == usual, "a prompt that allows calls bans nothing"

@@ -7,12 +7,14 @@ scripted model and decoder in place of llama.cpp.
 """
 
 import codecs
+import dataclasses
 import random
 import threading
 from pathlib import Path
 
 import pytest
 
+from course_lib.chat_template import Prompt
 from course_lib.server.engine import ContextTooLarge, Engine, GenerationStats, PromptTooLong
 from course_lib.server.generation import StopScanner, TokenText, _first_stop, _partial_stop_length, generated_text
 from course_lib.server.wire import Options
@@ -214,6 +216,9 @@ class WordModel:
     def grammar_for(self, format):
         return None if format is None else ("grammar", format)
 
+    def call_opening_tokens(self):
+        return [99]
+
 
 class ScriptedDecoder:
     """A ``Decoder`` that yields scripted tokens and records what it was asked."""
@@ -222,6 +227,7 @@ class ScriptedDecoder:
 
     def __init__(self, tokens: list[bytes]) -> None:
         self.tokens, self.calls, self.fitted, self.forgotten = tokens, [], [], 0
+        self.settings: list[dict] = []
 
     def fit_context(self, n_ctx):
         self.fitted.append(n_ctx)
@@ -230,6 +236,7 @@ class ScriptedDecoder:
 
     def sampled_bytes(self, tokens, settings, grammar, n_ctx, budget, cancel):
         self.calls.append((tokens, grammar, n_ctx, budget))
+        self.settings.append(settings)
         yield from self.tokens
 
     def forget_cache(self):
@@ -274,3 +281,15 @@ def test_the_engine_forwards_forgetting_health_and_facts_to_its_parts():
     engine.forget_cache()
     assert decoder.forgotten == 1 and engine.healthy() and engine.parallel == 1
     assert engine.facts() == {"load_duration": 7, "repack": True, "rows": 1}
+
+
+def test_a_prompt_that_allows_no_call_has_the_models_call_token_banned():
+    """``tool_choice: "none"`` reaches the engine as a ``Prompt`` with ``calls_allowed`` False:
+    the decoder's sampler is then given the model's call-opening token to ban, and only then."""
+    decoder = ScriptedDecoder([b"x"])
+    engine = Engine(WordModel(), decoder, n_ctx=16)
+    shown = Prompt("tools: now ; user: hi", ())
+    drain(engine.generate(shown))
+    drain(engine.generate(dataclasses.replace(shown, calls_allowed=False)))
+    drain(engine.generate("a raw prompt"))
+    assert [settings.get("banned_tokens") for settings in decoder.settings] == [None, [99], None]

@@ -335,6 +335,30 @@ def test_openai_stream_is_chunks_then_usage_then_done(client, engine):
     assert len({chunk["id"] for chunk in chunks}) == 1, "one id for the whole stream"
 
 
+@pytest.mark.parametrize("path, body", [
+    ("/v1/chat/completions", {"tools": [NOW_TOOL], "tool_choice": "none"}),
+    ("/v1/messages", {"tools": [ANTHROPIC_NOW], "tool_choice": {"type": "none"}, "max_tokens": 64}),
+])
+def test_tool_choice_none_shows_the_tools_and_no_call_comes_back(client, engine, path, body):
+    """OpenAI's "none": the model sees its tools (it may talk about them), and the reply is text.
+    The engine is told to forbid the call token; whatever the model writes is content."""
+    engine.say("Let me see. " + CALL)
+    reply = client.post(path, json={"model": FAKE_MODEL, "messages": HI, **body}).json()
+    run = engine.runs[0]
+    assert '"name": "now"' in run.prompt_text and "<tools>" in run.prompt_text, "the tools stay in the prompt"
+    assert run.prompt.calls_allowed is False
+    if path == "/v1/messages":
+        assert reply["content"] == [{"type": "text", "text": "Let me see. " + CALL}]
+        assert reply["stop_reason"] == "end_turn"
+    else:
+        [choice] = reply["choices"]
+        assert choice["message"]["content"] == "Let me see. " + CALL and "tool_calls" not in choice["message"]
+        assert choice["finish_reason"] == "stop"
+    engine.say(CALL)
+    client.post(path, json={"model": FAKE_MODEL, "messages": HI, **body, "tool_choice": None})
+    assert engine.runs[1].prompt.calls_allowed is True, "only 'none' forbids calls"
+
+
 # --- Anthropic's dialect ---------------------------------------------------------------
 
 def anthropic(client, **fields):

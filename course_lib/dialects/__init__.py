@@ -19,7 +19,8 @@ One module per dialect, each pure functions (no HTTP, no model), used by the ser
 (``server/app.py``, ``server/streams.py``) and by the clients (``openai_client``, ``providers``):
 
 - ``ollama``: what every dialect becomes (Ollama's request fields), ``DialectError``, the
-  field checks, and ``tool_choice`` in Ollama's terms (the tools to render and a grammar);
+  field checks, and ``tool_choice`` in Ollama's terms (``ToolChoice``: the tools to render,
+  a grammar, and whether a call may come back);
 - ``openai_chat``: OpenAI's Chat Completions both ways, and ``parse_arguments``, the one
   function that reads OpenAI's argument strings;
 - ``anthropic_messages``: Anthropic's Messages both ways;
@@ -36,7 +37,7 @@ refused, never silently dropped" (``openai_tool_choice``, ``anthropic_tool_choic
 OpenAI                                Anthropic                               here
 ====================================  ======================================  ==================================
 ``"auto"`` (the default)              ``{"type": "auto"}``                    the model decides
-``"none"``                            ``{"type": "none"}``                    no tools in the prompt
+``"none"``                            ``{"type": "none"}``                    tools shown; no call comes back
 ``"required"``                        ``{"type": "any"}``                     a grammar: exactly one call
 ``{"type": "function", "function":    ``{"type": "tool", "name": ...}``       a grammar: exactly one call of it
 {"name": ...}}``
@@ -44,10 +45,11 @@ OpenAI                                Anthropic                               he
                                                                               with ``auto``, a 400
 ====================================  ======================================  ==================================
 
-``"none"`` is honoured by leaving the tools out (``ollama.no_call``, which both dialects call),
-which also hides them from the model. The hosted APIs document it only as "no tool call" and
-may still show the model the tools; a client that asks the model about its tools under
-``"none"`` (AgentDojo's tool filter, lesson 9b) gets answers from a model that never saw them.
+``"none"`` is honoured as OpenAI defines it ("the model will not call any tool and instead
+generates a message"): the tools stay in the prompt, so a client can ask the model about
+them (AgentDojo's tool filter, lesson 9b, asks which tools a task needs), while the server
+forbids the token that opens a call (``<tool_call>``) when sampling and reads no call out
+of the reply (``ollama.no_call``, which both dialects call; ``server/app.py``).
 
 A forced call is lesson 5's grammar (``tool_parser.call_format``, which
 ``validation.required_call_format`` is too): the model can write nothing but one JSON call of

@@ -16,7 +16,7 @@ from ..messages import Message
 from .ollama import (
     MAX_OUTPUT_TOKENS,
     DialectError,
-    ToolsAndGrammar,
+    ToolChoice,
     declared,
     needs_tools,
     no_call,
@@ -72,20 +72,23 @@ def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
         messages += (_user_turn(blocks, where, names_by_id) if role == "user"
                      else _assistant_turn(blocks, where, names_by_id))
     tools = [ollama_tool(tool, f"tools.{i}.") for i, tool in enumerate(optional(body, "tools", list) or [])] or None
-    tools, forced = anthropic_tool_choice(optional(body, "tool_choice", dict), tools)
+    choice = anthropic_tool_choice(optional(body, "tool_choice", dict), tools)
     options = {"num_predict": max_tokens}
     options.update({key: body[key] for key in ("temperature", "top_p", "top_k") if body.get(key) is not None})
     if body.get("stop_sequences"):
         options["stop"] = body["stop_sequences"]
-    return ollama_request(model, messages, tools, options, forced, optional(body, "stream", bool) or False)
+    return ollama_request(model, messages, choice.tools, options, choice.grammar,
+                          optional(body, "stream", bool) or False, choice.calls)
 
 
-def anthropic_tool_choice(choice: dict[str, Any] | None, tools: list[Any] | None) -> ToolsAndGrammar:
-    """``tool_choice`` -> the tools to render and a grammar (or None), as ``openai_tool_choice``.
+def anthropic_tool_choice(choice: dict[str, Any] | None, tools: list[Any] | None) -> ToolChoice:
+    """``tool_choice`` -> the tools to render, a grammar (or None) and whether a call may come
+    back, as ``openai_tool_choice``.
 
-    ``{"type": "none"}`` leaves the tools out; ``"any"`` or ``"tool"`` (with ``name``) force
-    exactly one call with a grammar, which is what ``disable_parallel_tool_use`` asks of them;
-    ``"auto"`` leaves the choice to the model, and refuses ``disable_parallel_tool_use``.
+    ``{"type": "none"}`` shows the tools and lets no call come back (``no_call``); ``"any"`` or
+    ``"tool"`` (with ``name``) force exactly one call with a grammar, which is what
+    ``disable_parallel_tool_use`` asks of them; ``"auto"`` leaves the choice to the model, and
+    refuses ``disable_parallel_tool_use``.
     """
     choice = choice or {"type": "auto"}
     kind = choice.get("type")
@@ -97,12 +100,12 @@ def anthropic_tool_choice(choice: dict[str, Any] | None, tools: list[Any] | None
             raise DialectError("tool_choice.disable_parallel_tool_use: true with type 'auto' is not supported here "
                                "(keeping only the first tool_use would drop the others); send type 'any' or 'tool', "
                                "which make exactly one tool_use, or run only the first one yourself")
-        return tools, None
+        return ToolChoice(tools)
     if kind == "any":
-        return tools, one_call_of(needs_tools(tools, "tool_choice.type 'any'"))
+        return ToolChoice(tools, one_call_of(needs_tools(tools, "tool_choice.type 'any'")))
     if kind == "tool":
         name = required(choice, "name", str, "tool_choice.")
-        return tools, one_call_of([declared(tools, name, "tool_choice.name")])
+        return ToolChoice(tools, one_call_of([declared(tools, name, "tool_choice.name")]))
     raise DialectError(f"tool_choice.type: expected 'auto', 'any', 'tool' or 'none', got {json.dumps(kind)[:40]}")
 
 

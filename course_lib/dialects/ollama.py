@@ -7,15 +7,16 @@ Ollama's ``/api/chat`` fields (:func:`ollama_request`): ``model``, ``messages`` 
 :func:`optional`, :func:`typed`), and a request the dialect's own API would refuse raises
 :class:`DialectError` with the message the server answers with (in the dialect's error format).
 
-``tool_choice`` becomes the tools to render and a grammar, with the same helpers in both
-dialects: :func:`one_call_of` (a forced call: lesson 5's grammar for exactly one call) and
-:func:`no_call` (``"none"``).
+``tool_choice`` becomes a :class:`ToolChoice` (the tools to render, a grammar, and whether a
+call may come back), with the same helpers in both dialects: :func:`one_call_of` (a forced
+call: lesson 5's grammar for exactly one call) and :func:`no_call` (``"none"``).
 """
 
 from __future__ import annotations
 
 import secrets
 import string
+from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Message
@@ -23,7 +24,17 @@ from ..tool_parser import call_format
 
 MAX_OUTPUT_TOKENS = 32_768  # the server's bound on options.num_predict (server/wire.py)
 
-ToolsAndGrammar = tuple[list[Any] | None, dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """``tool_choice`` in Ollama's terms: the ``tools`` the prompt shows, the ``grammar`` (a
+    ``format`` schema) the reply must follow, and whether a tool call may come back at all
+    (``calls``: False for ``"none"``, where the tools are shown and the reply is only text)."""
+
+    tools: list[Any] | None
+    grammar: dict[str, Any] | None = None
+    calls: bool = True
 
 
 class DialectError(ValueError):
@@ -35,10 +46,12 @@ class DialectError(ValueError):
 
 
 def ollama_request(model: str, messages: list[Message], tools: list[Any] | None, options: dict[str, Any],
-                   format: str | dict[str, Any] | None, stream: bool) -> dict[str, Any]:
-    """What a request in any dialect becomes: the fields of Ollama's ``/api/chat``."""
+                   format: str | dict[str, Any] | None, stream: bool, calls: bool = True) -> dict[str, Any]:
+    """What a request in any dialect becomes: the fields of Ollama's ``/api/chat``, and
+    ``calls_allowed`` (Ollama has no ``tool_choice``; the server reads this field from a
+    translated request only: ``server/app.py``'s ``dialect_chat``)."""
     return {"model": model, "messages": messages, "tools": tools, "options": options, "format": format,
-            "stream": stream}
+            "stream": stream, "calls_allowed": calls}
 
 
 def random_id(prefix: str, length: int = 24) -> str:
@@ -87,13 +100,14 @@ def typed(value: Any, kind: type | tuple[type, ...], where: str) -> Any:
 
 # --- tool_choice, in Ollama's terms: the tools to render and a grammar ----------------------
 
-def no_call(tools: list[Any] | None) -> ToolsAndGrammar:
+def no_call(tools: list[Any] | None) -> ToolChoice:
     """``tool_choice`` "none" (OpenAI's ``"none"``, Anthropic's ``{"type": "none"}``): no call.
 
-    Honoured by leaving the tools out of the prompt, which also hides them from the model.
-    Both dialects come here, so showing the model its tools while still allowing no call is
-    a change to this one function (and to what the server reads out of the reply)."""
-    return None, None
+    As OpenAI defines it: the model still sees its tools (it can talk about them, or plan
+    with them), and the reply is text. The server keeps the tools in the prompt, forbids the
+    token that opens a call (``<tool_call>``) while sampling, and reads no call out of the
+    reply, whatever it says."""
+    return ToolChoice(tools, None, calls=False)
 
 
 def one_call_of(tools: list[Any]) -> dict[str, Any]:

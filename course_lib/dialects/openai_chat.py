@@ -28,7 +28,7 @@ from ..messages import Message
 from .json_text import read_json
 from .ollama import (
     DialectError,
-    ToolsAndGrammar,
+    ToolChoice,
     declared,
     needs_tools,
     no_call,
@@ -123,9 +123,9 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
                 raise DialectError(f"{where}.tool_call_id: {call_id!r} answers no earlier tool call")
             converted["tool_name"] = names_by_id[call_id]
         messages.append(converted)
-    tools, forced = openai_tool_choice(body, optional(body, "tools", list) or None)
+    choice = openai_tool_choice(body, optional(body, "tools", list) or None)
     response_format = ollama_format(optional(body, "response_format", dict))
-    if forced and response_format:
+    if choice.grammar and response_format:
         raise DialectError("tool_choice and response_format both need the output grammar: a forced call "
                            "already is JSON, so leave response_format out")
     options = {key: body[key] for key in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty")
@@ -136,16 +136,17 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
     stop = optional(body, "stop", (str, list))
     if stop is not None:
         options["stop"] = [stop] if isinstance(stop, str) else stop
-    return ollama_request(model, messages, tools, options, forced or response_format,
-                          optional(body, "stream", bool) or False)
+    return ollama_request(model, messages, choice.tools, options, choice.grammar or response_format,
+                          optional(body, "stream", bool) or False, choice.calls)
 
 
-def openai_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> ToolsAndGrammar:
-    """``tool_choice`` and ``parallel_tool_calls`` -> the tools to render and a grammar (or None).
+def openai_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> ToolChoice:
+    """``tool_choice`` and ``parallel_tool_calls`` -> the tools to render, a grammar (or None),
+    and whether a call may come back.
 
-    ``"none"`` leaves the tools out; ``"required"`` or a named function forces exactly one call
-    with a grammar; ``"auto"`` (the default) leaves the choice to the model. Anything else is a
-    400 that says what this server accepts.
+    ``"none"`` shows the tools and lets no call come back (``no_call``); ``"required"`` or a named
+    function forces exactly one call with a grammar; ``"auto"`` (the default) leaves the choice
+    to the model. Anything else is a 400 that says what this server accepts.
     """
     choice = body.get("tool_choice", "auto")
     parallel = optional(body, "parallel_tool_calls", bool)
@@ -156,12 +157,12 @@ def openai_tool_choice(body: dict[str, Any], tools: list[Any] | None) -> ToolsAn
             raise DialectError("parallel_tool_calls: false with tool_choice 'auto' is not supported here (keeping "
                                "only the first call would drop the others); send tool_choice 'required' or a named "
                                "function, which make exactly one call, or run only the first call yourself")
-        return tools, None
+        return ToolChoice(tools)
     if choice == "required":
-        return tools, one_call_of(needs_tools(tools, "tool_choice 'required'"))
+        return ToolChoice(tools, one_call_of(needs_tools(tools, "tool_choice 'required'")))
     if isinstance(choice, dict) and choice.get("type") == "function":
         name = required(required(choice, "function", dict, "tool_choice."), "name", str, "tool_choice.function.")
-        return tools, one_call_of([declared(tools, name, "tool_choice.function.name")])
+        return ToolChoice(tools, one_call_of([declared(tools, name, "tool_choice.function.name")]))
     raise DialectError("tool_choice: expected 'auto', 'none', 'required' or "
                        "{\"type\": \"function\", \"function\": {\"name\": ...}}, got " + json.dumps(choice)[:80])
 

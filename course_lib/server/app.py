@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import hashlib
 import json
@@ -214,7 +215,8 @@ async def dialect_chat(engine: ServedModel, scheduler: Scheduler, request: Reque
         translated = translate(await read_json(request))
         check_model(engine, translated["model"])
         body = ChatRequest.model_validate(translated)
-        events = await unless_client_leaves(request, start_chat(engine, scheduler, body))
+        events = await unless_client_leaves(request, start_chat(engine, scheduler, body,
+                                                                translated.get("calls_allowed", True)))
     except dialects.DialectError as problem:
         return JSONResponse(error(str(problem), problem.status), status_code=problem.status)
     except ValidationError as problem:
@@ -316,13 +318,19 @@ def template_inputs(body: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[
     return messages, tools
 
 
-async def start_chat(engine: ServedModel, scheduler: Scheduler,
-                     body: ChatRequest) -> AsyncIterator[dict[str, Any] | GenerationStats]:
-    """Render a validated chat request, start generating, and return its message events."""
+async def start_chat(engine: ServedModel, scheduler: Scheduler, body: ChatRequest,
+                     calls_allowed: bool = True) -> AsyncIterator[dict[str, Any] | GenerationStats]:
+    """Render a validated chat request, start generating, and return its message events.
+
+    ``calls_allowed`` False (``tool_choice: "none"`` in the OpenAI and Anthropic dialects):
+    the tools stay in the prompt, the engine forbids the token that opens a call, and no call
+    is read out of the reply: it is all content."""
     messages, tools = template_inputs(body)
     prompt = render_or_400(engine, messages, tools)
+    if not calls_allowed:
+        prompt = dataclasses.replace(prompt, calls_allowed=False)
     pieces = await start_generation(scheduler, prompt, body)
-    return chat_events(pieces, {tool["function"]["name"] for tool in tools or []})
+    return chat_events(pieces, {tool["function"]["name"] for tool in tools or []} if calls_allowed else set())
 
 
 async def collect(events: AsyncIterator[dict[str, Any] | GenerationStats]

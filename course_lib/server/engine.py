@@ -80,6 +80,8 @@ class Model(Protocol):
 
     def grammar_for(self, format: Format) -> Any: ...
 
+    def call_opening_tokens(self) -> list[int]: ...
+
 
 class Decoder(Protocol):
     """Tokens in, sampled tokens' bytes out: the part of a generation that runs llama.cpp.
@@ -185,6 +187,8 @@ class Engine:
         is ``generated_text``, which needs no model and is tested without one.
         """
         settings = {**DEFAULTS, **(options.model_dump(exclude_none=True) if options else {})}
+        if isinstance(prompt, Prompt) and not prompt.calls_allowed:  # tool_choice "none": tools shown, no call
+            settings["banned_tokens"] = self.model.call_opening_tokens()
         n_ctx = self.wanted_context(settings.get("num_ctx"))
         load_duration = self.decoder.fit_context(n_ctx)
         started = time.perf_counter_ns()

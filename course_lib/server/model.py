@@ -37,6 +37,7 @@ from llama_cpp._logger import set_verbose
 from llama_cpp.llama_grammar import JSON_GBNF
 
 from ..chat_template import Prompt, render, render_prompt, template_markers
+from ..tool_parser import CALL_TAG
 from .generation import BadFormat
 from .grammar_limits import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_NESTING, grammar_nesting
 from .wire import Format
@@ -146,6 +147,12 @@ class LoadedModel:
         """A token's text, control tokens spelled out (``<|im_end|>``); "" for no token (-1)."""
         return self.weights.detokenize([token], special=True).decode("utf-8", errors="replace") if token >= 0 else ""
 
+    def call_opening_tokens(self) -> list[int]:
+        """The token that opens a tool call in this model's replies (``<tool_call>``), if the
+        vocabulary has it as one token, as Qwen's does; else none (nothing to forbid)."""
+        tokens = self.weights.tokenize(CALL_TAG.encode("utf-8"), add_bos=False, special=True)
+        return tokens if len(tokens) == 1 else []
+
     def ends_turn(self, token: int) -> bool:
         """Whether ``token`` ends the model's turn (``<|im_end|>``, ``<|endoftext|>``, ...)."""
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
@@ -175,13 +182,17 @@ class LoadedModel:
     def sampler(self, settings: dict[str, Any], grammar: LlamaGrammar | None) -> LlamaSampler:
         """The sampling chain for a request's options, as ``llama_cpp.Llama`` builds it: repetition
         penalties over the last ``repeat_last_n`` tokens, the grammar, then the greedy choice
-        (temperature 0) or top-k, typical, top-p, min-p, temperature and a draw with the seed."""
+        (temperature 0) or top-k, typical, top-p, min-p, temperature and a draw with the seed.
+        ``settings["banned_tokens"]`` (set by the engine for ``tool_choice: "none"``) get a
+        logit of minus infinity first: they are never chosen."""
         seed = settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED)  # none: a fresh random one
         sampler = LlamaSampler()
         sampler.add_penalties(n_vocab=self.n_vocab, penalty_last_n=settings["repeat_last_n"],
                               penalty_repeat=settings["repeat_penalty"],
                               penalty_freq=settings["frequency_penalty"],
                               penalty_present=settings["presence_penalty"])
+        if banned := settings.get("banned_tokens"):
+            sampler.add_logit_bias(self.n_vocab, {token: float("-inf") for token in banned})
         if grammar is not None:
             sampler.add_grammar(self.weights, grammar)
         temperature = settings["temperature"]
