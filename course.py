@@ -17,6 +17,7 @@ Also:
     python3 course.py grade NOTEBOOK        # grade exercises (-v: nbval's output; --class DIR --out OUT)
     python3 course.py bundle OUT            # write a room's offline bundle (wheels, model, README) into OUT
                                             #   [--model qwen2.5-coder:1.5b] [--add-wheels DIR]
+                                            #   [--this-machine: for this machine only, nothing compiled]
     python3 course.py slides OUT            # the lessons as slides (python -m course_lib.slides OUT)
     python3 course.py python ARGS           # run the course's Python with ARGS, e.g. -m course_lib.server
 
@@ -37,6 +38,7 @@ instructor's machine, for laptops like it; ``setup --from`` installs it with no 
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import os
 import platform
@@ -46,6 +48,7 @@ import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -366,6 +369,95 @@ def llama_wheel(cmake_args: str, why: str) -> Path:
     return sorted(wheels.glob("llama_cpp_python-*.whl"))[-1]
 
 
+def record_hashes(record: str) -> dict[str, str]:
+    """The files a wheel's ``RECORD`` lists with a hash, each with its hash (``sha256=...``);
+    the ``.data/`` folder is left out (pip rewrites its scripts when it installs them)."""
+    return {row[0]: row[1] for row in csv.reader(record.splitlines())
+            if len(row) >= 2 and row[1] and ".data/" not in row[0]}
+
+
+def wheel_hashes(wheel: Path) -> dict[str, str]:
+    """The hashes a wheel's own ``RECORD`` gives its files (empty if it has none)."""
+    with zipfile.ZipFile(wheel) as archive:
+        records = [name for name in archive.namelist() if name.endswith(".dist-info/RECORD")]
+        return record_hashes(archive.read(records[0]).decode()) if records else {}
+
+
+INSTALLED = """import importlib.metadata as metadata, sys
+try:
+    found = metadata.distribution(sys.argv[1])
+except metadata.PackageNotFoundError:
+    sys.exit(1)
+print(found.version)
+print(found.read_text("RECORD") or "")
+"""
+
+
+def installed(name: str) -> tuple[str, dict[str, str]] | None:
+    """The version of ``name`` installed in the course's Python and the hashes its ``RECORD``
+    gives its files (pip keeps the wheel's own), or None if it is not installed there."""
+    done = subprocess.run([str(python()), "-c", INSTALLED, name], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        return None
+    version, _, record = done.stdout.partition("\n")
+    return version.strip(), record_hashes(record)
+
+
+def kept_llama_wheels() -> list[Path]:
+    """The llama-cpp-python wheels this machine keeps from earlier builds: the course's (its cache
+    folder's ``wheels/``, see ``llama_wheel``) and pip's (its wheel cache, ``pip cache list``)."""
+    ours = sorted(course_cache().glob("wheels/*/llama_cpp_python-*.whl"))
+    listed = subprocess.run([str(python()), "-m", "pip", "cache", "list", "llama_cpp_python", "--format=abspath"],
+                            capture_output=True, text=True, cwd=ROOT)  # fails if pip's cache is off: none of pip's
+    pips = [Path(line) for line in listed.stdout.split() if line.endswith(".whl")] if listed.returncode == 0 else []
+    return ours + pips
+
+
+def this_machine_llama_wheel() -> Path:
+    """The very wheel the course's llama-cpp-python was installed from, found among the wheels
+    this machine keeps (``kept_llama_wheels``), or a stop that says why; nothing is built.
+
+    It is that wheel if every file it holds (its ``.dist-info``, named with the version, too) is
+    installed with the same SHA-256: pip's wheel cache, say, may also keep a build made with
+    other CMake arguments, or of another version, which is not taken."""
+    found = installed("llama-cpp-python")
+    if found is None:
+        sys.exit("llama-cpp-python is not installed in the course's Python: run `python3 course.py setup` first.")
+    version, files = found
+    kept = kept_llama_wheels()
+    for wheel in kept:
+        hashes = wheel_hashes(wheel)
+        if hashes and all(files.get(path) == digest for path, digest in hashes.items()):
+            return wheel
+    sys.exit(f"The llama-cpp-python {version} installed here is none of the {len(kept)} wheel(s) this machine keeps "
+             f"(the course's cache folder's wheels/ and pip's wheel cache, `pip cache list llama_cpp_python`): "
+             "it was installed from elsewhere (conda-forge, or a build whose wheel is gone), so --this-machine "
+             "has no wheel to put in. `python3 course.py bundle OUT` without --this-machine builds a portable one.")
+
+
+def cpu_identity() -> str:
+    """This CPU as a build for it depends on it: on Linux its model and a digest of its feature
+    flags (a virtual machine can hide some of the model's); elsewhere what ``platform`` says."""
+    flags = cpu_flags()
+    if not flags:
+        return f"{platform.machine()} {platform.processor()}".strip()
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        model = platform.machine()
+    digest = hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:12]
+    return f"{model}, {len(flags)} feature flags (sha256 {digest})"
+
+
+def llama_origin(wheel: Path) -> str:
+    """Which of the places ``kept_llama_wheels`` looks in holds ``wheel``, in words."""
+    return "the course's cache folder" if course_cache().resolve() in wheel.resolve().parents else "pip's wheel cache"
+
+
+THIS_MACHINE = "THIS-MACHINE-ONLY.txt"  # in a bundle written with --this-machine: the CPU it was built for
+
+
 def setup(extras: tuple[str, ...] = ("test",)) -> None:
     install(extras)
     run(python(), "-m", "course_lib.models", "fetch")
@@ -379,6 +471,12 @@ def setup_from(bundle: Path, extras: tuple[str, ...] = ("test",)) -> None:
     if not list(wheelhouse.glob("*.whl")):
         sys.exit(f"{bundle} is not a course bundle: it has no wheels/ folder with wheels in it "
                  "(`python3 course.py bundle FOLDER` writes one, on the instructor's machine).")
+    marker = wheelhouse.parent / THIS_MACHINE
+    built_for = (marker.read_text(encoding="utf-8").splitlines() or [""])[0] if marker.is_file() else None
+    if built_for is not None and built_for != cpu_identity():
+        sys.exit(f"{bundle} was written with --this-machine for another CPU ({built_for}; this one is "
+                 f"{cpu_identity()}): its llama-cpp-python can stop with an illegal instruction here. Nothing "
+                 "was installed. A room's bundle is written without --this-machine (`python3 course.py bundle OUT`).")
     install(extras, wheelhouse)
     run(python(), "-m", "course_lib.models", "fetch", "--bundle", wheelhouse.parent)
 
@@ -430,7 +528,10 @@ llama-cpp-python (the model runtime, compiled once on the instructor's machine):
 
 {llama}
 
-On x86-64 it is built for CPUs with AVX2, FMA, F16C and BMI2 (x86-64-v3: Intel since
+{build}
+"""
+
+PORTABLE_BUILD = """On x86-64 it is built for CPUs with AVX2, FMA, F16C and BMI2 (x86-64-v3: Intel since
 Haswell, 2013, AMD since Excavator, 2015; not some Celeron, Pentium and Atom models), without
 AVX-512, AMX or OpenMP, so it runs on laptops other than the one that built it. Its CMake
 arguments: `{cmake}`.
@@ -445,8 +546,16 @@ folder, write into the same bundle:
 
 It adds that machine's wheels next to these (pip picks the right ones on each laptop) and
 keeps the models. Wheels built elsewhere (`pip wheel -w DIR ...`) are added with
-`python3 course.py bundle /path/to/this/bundle --add-wheels DIR`.
-"""
+`python3 course.py bundle /path/to/this/bundle --add-wheels DIR`."""
+
+THIS_MACHINE_BUILD = """**For this machine only.** Written with `--this-machine`: this llama-cpp-python is the wheel
+this machine's course was installed from ({source}), built for this CPU only ({cpu}):
+pip's default build compiles llama.cpp with `-march=native`, and on a CPU that lists AMX the
+course builds it for this CPU's vector extensions one by one. On another CPU it can stop with
+an illegal instruction at the first reply, so **do not carry this bundle to other laptops**:
+`setup --from` refuses it on any other CPU (`{marker}` names this one). It serves
+reinstalling this machine offline, and the course's own test of the offline install
+(`tests/test_bundle_round_trip.py`). A room's bundle is written without `--this-machine`."""
 
 
 def wheel_platform(wheel: str) -> tuple[str | None, str] | None:
@@ -476,40 +585,74 @@ def glibc_needed(wheels: list[str]) -> str | None:
     return ".".join(map(str, max(versions))) if versions else None
 
 
-def bundle(out: Path, models: list[str], add_wheels: list[Path]) -> None:
+def bundle(out: Path, models: list[str], add_wheels: list[Path], this_machine: bool = False) -> None:
     """Write what a room needs into ``out``: wheels of every package the course installs, with
     llama-cpp-python built once here for laptops like this machine; the verified model files;
-    a README. Running it again on another platform into the same folder adds that platform."""
+    a README. Running it again on another platform into the same folder adds that platform.
+
+    ``this_machine``: a bundle for this machine only, written in a minute instead of the
+    portable build's 10 to 20: its llama-cpp-python is the wheel this machine's course was
+    installed from (``this_machine_llama_wheel``), built for this CPU; nothing is compiled. It
+    is never mixed with a room's bundle, whose portable wheel has the same name."""
     out = out.expanduser().resolve()
+    if this_machine and add_wheels:
+        sys.exit("--this-machine writes a bundle for this machine only; --add-wheels adds other platforms: not both.")
     for folder in add_wheels:
         if not list(folder.glob("*.whl")):
             sys.exit(f"{folder} holds no wheel (.whl) to add")
-    install()
     wheels = out / "wheels"
+    marked = (out / THIS_MACHINE).exists()
+    if this_machine and not marked and list(wheels.glob("*.whl")):
+        sys.exit(f"{out} holds a room's bundle: --this-machine would put this CPU's llama-cpp-python in place of its "
+                 "portable one. Write a bundle for this machine into another folder.")
+    if marked and not this_machine:
+        sys.exit(f"{out} holds a bundle for one machine only ({THIS_MACHINE}): write a room's bundle into "
+                 "another folder.")
+    install()
     wheels.mkdir(parents=True, exist_ok=True)
     for folder in add_wheels:
         for wheel in sorted(folder.glob("*.whl")):
             shutil.copy2(wheel, wheels / wheel.name)
-    cmake_args = portable_build_args()
-    llama = llama_wheel(cmake_args, f"Building llama-cpp-python once, for laptops like this machine ({cmake_args}): "
-                                    "about 10 minutes on 2 cores.")
+    if this_machine:
+        cmake_args = ""
+        llama = this_machine_llama_wheel()
+        print(f"llama-cpp-python: the wheel this machine's course was installed from ({llama_origin(llama)}: "
+              f"{llama}), built for this CPU only.", flush=True)
+    else:
+        cmake_args = portable_build_args()
+        llama = llama_wheel(cmake_args, f"Building llama-cpp-python once, for laptops like this machine "
+                                        f"({cmake_args}): about 10 minutes on 2 cores.")
     version = llama.name.split("-")[1]
-    leftover = not (ROOT / "build").exists()  # setuptools builds the course's own wheel in build/
+    build = ROOT / "build"  # setuptools builds the course's own wheel in build/; what it adds there goes again
+    before = set(build.iterdir()) if build.is_dir() else None
     run(python(), "-m", "pip", "wheel", "--wheel-dir", wheels, "--find-links", llama.parent,
         "pip", "setuptools>=68", ".[test]", f"llama-cpp-python=={version}")
-    if leftover:
-        shutil.rmtree(ROOT / "build", ignore_errors=True)
+    if before is None:
+        shutil.rmtree(build, ignore_errors=True)
+    else:
+        for added in set(build.iterdir()) - before:
+            if added.is_dir():
+                shutil.rmtree(added, ignore_errors=True)
+            else:
+                added.unlink()
     for own in wheels.glob("course_lib-*.whl"):  # the course itself is installed from its clone
         own.unlink()
+    taken = wheels / llama.name
+    if not taken.is_file() or wheel_hashes(taken) != wheel_hashes(llama):  # pip took another (built, or an index's)
+        sys.exit(f"pip put another llama-cpp-python than {llama} into {wheels}: the bundle is not finished.")
+    if this_machine:
+        (out / THIS_MACHINE).write_text(f"{cpu_identity()}\nllama-cpp-python: {llama.name}, from "
+                                        f"{llama_origin(llama)}\n", encoding="utf-8")
     run(python(), "-m", "course_lib.models", "bundle", out, *models)
-    write_bundle_readme(out, cmake_args)
+    write_bundle_readme(out, cmake_args, this_machine=llama if this_machine else None)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"\nThe bundle is in {out} ({size / 1e9:.2f} GB): see its README.md. On each laptop: "
           f"`python3 course.py setup --from {out}`.")
 
 
-def write_bundle_readme(out: Path, cmake_args: str) -> None:
-    """The bundle's README.md, from what the folder holds now."""
+def write_bundle_readme(out: Path, cmake_args: str, this_machine: Path | None = None) -> None:
+    """The bundle's README.md, from what the folder holds now; ``this_machine``: the wheel a
+    bundle for this machine only took its llama-cpp-python from (``bundle``)."""
     wheels = sorted(p.name for p in (out / "wheels").glob("*.whl"))
     tags = {tag for wheel in wheels if (tag := wheel_platform(wheel))}
     pythons = sorted({version for version, _ in tags if version}, key=lambda v: int(v.split(".")[1])) or ["3"]
@@ -523,7 +666,9 @@ def write_bundle_readme(out: Path, cmake_args: str) -> None:
     (out / "README.md").write_text(BUNDLE_README.format(
         commit=f"commit {commit.stdout.strip()}" if commit.returncode == 0 else "see the course's README.md",
         pythons=" or ".join(pythons), platforms=", ".join(platforms), models="\n".join(models) or "- none",
-        llama="\n".join(llama) or "- none", cmake=cmake_args), encoding="utf-8")
+        llama="\n".join(llama) or "- none",
+        build=THIS_MACHINE_BUILD.format(source=llama_origin(this_machine), cpu=cpu_identity(), marker=THIS_MACHINE)
+        if this_machine else PORTABLE_BUILD.format(cmake=cmake_args)), encoding="utf-8")
 
 
 def slides(args: list[str]) -> int:
@@ -647,8 +792,12 @@ def main(argv: list[str]) -> int:
                             help="another registry model to put in, besides the default (e.g. qwen2.5-coder:1.5b)")
         parser.add_argument("--add-wheels", action="append", default=[], type=Path, metavar="DIR",
                             help="a folder of wheels built on another platform to add")
+        parser.add_argument("--this-machine", action="store_true",
+                            help="for this machine only: its llama-cpp-python is the wheel this machine's course was "
+                                 "installed from, built for this CPU (-march=native); nothing is compiled. Never "
+                                 "carry it to other laptops (setup --from refuses it on another CPU)")
         options = parser.parse_args(rest)
-        bundle(options.out, options.model, options.add_wheels)
+        bundle(options.out, options.model, options.add_wheels, options.this_machine)
     elif command == "slides":
         return slides(rest)
     elif command == "check":

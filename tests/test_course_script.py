@@ -1,8 +1,11 @@
 """``course.py``: what it says about the set-up must be true."""
 
+import base64
+import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -497,6 +500,122 @@ def test_the_portable_build_never_targets_this_cpu_on_x86(monkeypatch):
     args = course.portable_build_args().split()
     assert "-DGGML_NATIVE=OFF" in args and "-DGGML_OPENMP=OFF" in args and "-DGGML_AVX2=ON" in args
     assert not any("AVX512" in a or "AMX" in a for a in args)
+
+
+# 8. a bundle for this machine only (--this-machine): the wheel this machine was installed from
+
+
+def llama_wheel_file(folder: Path, library: bytes, version: str = "0.3.36") -> Path:
+    """A llama-cpp-python wheel whose ``RECORD`` lists its files' SHA-256, as pip's and scikit-build's do."""
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"llama_cpp_python-{version}.dist-info"
+    files = {"llama_cpp/__init__.py": b"", "lib/libllama.so": library, f"{info}/METADATA": b"Name: llama-cpp-python\n"}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+              f"{len(data)}" for path, data in files.items()]
+    wheel = folder / f"llama_cpp_python-{version}-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+        archive.writestr(f"{info}/RECORD", "\n".join([*record, f"{info}/RECORD,,"]) + "\n")
+    return wheel
+
+
+def test_installed_reads_the_hashes_pip_recorded_for_each_file(monkeypatch):
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    version, files = course.installed("pytest")
+    assert version == pytest.__version__
+    digest = base64.urlsafe_b64encode(hashlib.sha256(Path(pytest.__file__).read_bytes()).digest()).rstrip(b"=")
+    assert files["pytest/__init__.py"] == f"sha256={digest.decode()}"
+    assert course.installed("no-such-package-here") is None
+
+
+def test_the_kept_wheels_are_the_course_s_and_those_in_pip_s_wheel_cache(monkeypatch, tmp_path):
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path / "course"))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip"))
+    ours = llama_wheel_file(tmp_path / "course" / "wheels" / "0123456789ab", b"without AMX")
+    pips = llama_wheel_file(tmp_path / "pip" / "wheels" / "a7" / "aa" / "8f", b"native")
+    assert course.kept_llama_wheels() == [ours, pips]
+    assert course.llama_origin(ours) == "the course's cache folder" and course.llama_origin(pips) == "pip's wheel cache"
+
+
+def test_this_machine_takes_the_very_wheel_llama_cpp_python_was_installed_from(monkeypatch, tmp_path):
+    portable = llama_wheel_file(tmp_path / "course", b"portable build")
+    native = llama_wheel_file(tmp_path / "pip", b"native build")
+    older = llama_wheel_file(tmp_path / "old", b"native build", version="0.3.16")
+    monkeypatch.setattr(course, "kept_llama_wheels", lambda: [older, portable, native])
+    monkeypatch.setattr(course, "installed", lambda name: ("0.3.36", {**course.wheel_hashes(native), "x.pyc": ""}))
+    assert course.this_machine_llama_wheel() == native
+    monkeypatch.setattr(course, "kept_llama_wheels", lambda: [older, portable])
+    with pytest.raises(SystemExit, match="installed here is none of the 2 wheel.s. this machine keeps"):
+        course.this_machine_llama_wheel()
+    monkeypatch.setattr(course, "installed", lambda name: None)
+    with pytest.raises(SystemExit, match="not installed in the course's Python"):
+        course.this_machine_llama_wheel()
+
+
+@pytest.fixture
+def this_machine_bundle(monkeypatch, tmp_path):
+    """``bundle --this-machine`` with its pip and model steps only recorded: the pip step puts
+    ``pip_puts`` (a wheel, or nothing) into the bundle's wheels folder as pip wheel would."""
+    native = llama_wheel_file(tmp_path / "pip", b"native build")
+    monkeypatch.setattr(course, "install", lambda *args: None)
+    monkeypatch.setattr(course, "this_machine_llama_wheel", lambda: native)
+    commands, puts = [], {"wheel": native}
+
+    def run(*args):
+        commands.append([str(a) for a in args])
+        if "wheel" in commands[-1] and puts["wheel"] is not None:
+            shutil.copy2(puts["wheel"], tmp_path / "out" / "wheels" / native.name)
+    monkeypatch.setattr(course, "run", run)
+    return tmp_path / "out", commands, puts
+
+
+def test_a_bundle_for_this_machine_holds_its_installed_wheel_says_so_and_names_the_cpu(this_machine_bundle):
+    out, commands, _ = this_machine_bundle
+    course.main(["bundle", str(out), "--this-machine"])
+    assert commands[-1][-3:] == ["course_lib.models", "bundle", str(out)]
+    assert (out / course.THIS_MACHINE).read_text().splitlines()[0] == course.cpu_identity()
+    readme = (out / "README.md").read_text()
+    assert "do not carry this bundle to other laptops" in readme and "(pip's wheel cache)" in readme
+    assert course.cpu_identity() in readme and "Adding a platform" not in readme
+
+
+def test_a_bundle_whose_pip_step_took_another_llama_cpp_python_is_not_finished(this_machine_bundle, tmp_path):
+    out, commands, puts = this_machine_bundle
+    for other in (llama_wheel_file(tmp_path / "index", b"built again"), None):
+        puts["wheel"] = other
+        shutil.rmtree(out, ignore_errors=True)
+        with pytest.raises(SystemExit, match="pip put another llama-cpp-python than"):
+            course.main(["bundle", str(out), "--this-machine"])
+    assert not any("models" in " ".join(command) for command in commands)
+
+
+def test_a_bundle_for_this_machine_is_never_mixed_with_a_room_s(monkeypatch, tmp_path):
+    monkeypatch.setattr(course, "install", lambda *args: pytest.fail("nothing is installed first"))
+    room, mine = tmp_path / "room", tmp_path / "mine"
+    for bundle in (room, mine):
+        (bundle / "wheels").mkdir(parents=True)
+    tiny_wheel(room / "wheels", "tinydep-1.0-py3-none-any.whl")
+    (mine / course.THIS_MACHINE).write_text(course.cpu_identity() + "\n")
+    with pytest.raises(SystemExit, match="holds a room's bundle"):
+        course.main(["bundle", str(room), "--this-machine"])
+    with pytest.raises(SystemExit, match="holds a bundle for one machine only"):
+        course.main(["bundle", str(mine)])
+    with pytest.raises(SystemExit, match="not both"):
+        course.main(["bundle", str(mine), "--this-machine", "--add-wheels", str(room / "wheels")])
+
+
+def test_setup_from_a_bundle_for_another_cpu_stops_before_installing(tiny_course):
+    stick, commands = tiny_course
+    tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
+    (stick / course.THIS_MACHINE).write_text("Some Other CPU, 80 feature flags (sha256 000000000000)\n")
+    with pytest.raises(SystemExit, match="for another CPU .Some Other CPU.*illegal instruction"):
+        course.setup_from(stick)
+    assert commands == [] and not course.stamp_path().exists()
+    (stick / course.THIS_MACHINE).write_text(course.cpu_identity() + "\nllama-cpp-python: ...\n")
+    course.setup_from(stick)  # on the CPU it names: installed
+    assert course.stamp_path().exists() and commands[-1][-2:] == ["--bundle", str(stick.resolve())]
 
 
 def test_slides_runs_the_library_s_slides_command_in_the_course_s_python(monkeypatch):
