@@ -19,6 +19,9 @@ variable               what it does                                             
 ``OLLAMA_HOST``        where to look for a running server                          ``client``
 ``COURSE_API_KEY``     the key a room's server requires (``--api-key``), and the    ``server.app``,
                        key the course's clients send as ``Authorization: Bearer``   ``client``, ``runtime``
+``HF_ENDPOINT``        the Hugging Face hub models are downloaded from (default     ``models``
+                       ``https://huggingface.co``; a mirror's address instead), as
+                       for Hugging Face's own tools
 =====================  ==========================================================  ==================
 
 Each is read when it is needed, not at import time, so a notebook or a test can change
@@ -85,3 +88,8 @@ def ollama_host() -> str | None:
 def api_key() -> str | None:
     """``COURSE_API_KEY``: the room server's key, which the course's clients send (None: no key)."""
     return os.environ.get("COURSE_API_KEY") or None
+
+
+def hub_endpoint() -> str:
+    """``HF_ENDPOINT``: the Hugging Face hub to download models from (a mirror), else huggingface.co."""
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"

