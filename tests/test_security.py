@@ -531,3 +531,17 @@ def test_a_stopped_table_keeps_its_judged_runs_and_resumes_with_only_the_missing
     assert len(RunJournal(path, settings, resume=True).kept) == 6
     journal.close()
     assert not path.exists()
+
+
+def test_two_models_tables_side_by_side_keep_each_count_under_its_model():
+    from course_lib.security.table import models_text
+    small = summarise([outcome("no defense", False, False, None, kind="act"), outcome("no defense", True, True, True),
+                       outcome("spotlighting", False, True, None, kind="act"),
+                       outcome("spotlighting", True, True, False)])
+    large = summarise([outcome("no defense", False, True, None, kind="act"), outcome("no defense", True, True, False)])
+    head, columns, *lines = models_text({"0.5b": small, "1.5b": large}).splitlines()
+    assert "0.5b" in head.split("|")[1] and "1.5b" in head.split("|")[2] and columns.count("ASR") == 2
+    assert [line.split("|")[0].strip() for line in lines] == ["no defense", "spotlighting"]
+    assert lines[0].split("|")[1].split() == ["0/1", "0%", "0/1", "0%", "1/1", "100%"]
+    assert lines[0].split("|")[2].split() == ["1/1", "100%", "1/1", "100%", "0/1", "0%"]
+    assert lines[1].split("|")[2].split() == ["-", "-", "-"]  # the larger model ran no such row

@@ -111,6 +111,30 @@ def table_text(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def models_text(tables: dict[str, list[Row]],
+                columns: tuple[tuple[str, str], ...] = (("benign", "benign_utility"), ("act", "benign_utility_act"),
+                                                        ("ASR", "attack_success"))) -> str:
+    """Several models' tables side by side, one line per defense and a group of columns per
+    model, each rate as ``successes/runs percent`` (the intervals and paired tests are in each
+    model's own ``table_text`` and ``claims``). ``tables`` maps a model's name to its rows."""
+    def count(rate: Rate | None) -> str:
+        return f"{'-':>12}" if rate is None else f"{rate.successes:>3}/{rate.n:<3}{rate.value:>5.0%}"
+
+    group = 12 * len(columns) + 2 * (len(columns) - 1)
+    width = max(len("defense"), *(len(row.defense) for rows in tables.values() for row in rows))
+    lines = [f"{'':{width}}" + "".join(f" | {name:^{group}}" for name in tables),
+             f"{'defense':{width}}" + "".join(" | " + "  ".join(f"{title:>12}" for title, _ in columns)
+                                            for _ in tables)]
+    for defense in dict.fromkeys(row.defense for rows in tables.values() for row in rows):
+        groups = []
+        for rows in tables.values():
+            row = next((row for row in rows if row.defense == defense), None)
+            rates = [None if row is None else getattr(row, attribute) for _, attribute in columns]
+            groups.append("  ".join(map(count, rates)))
+        lines.append(f"{defense:{width}}" + "".join(f" | {text}" for text in groups))
+    return "\n".join(lines)
+
+
 def overlap(a: Rate, b: Rate) -> bool:
     """Whether two rates' 95% intervals overlap (lesson 8: then no difference is claimed)."""
     return not (a.interval[1] < b.interval[0] or b.interval[1] < a.interval[0])
