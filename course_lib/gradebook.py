@@ -15,7 +15,8 @@ allowlisted environment, limits, its processes killed at the end), with the publ
 checks run where its code cannot replace them (``course_lib.grading``), a time limit per
 cell and per notebook, and the model server checked before and after each submission and
 restarted when it died. Both reports are escaped: a learner's text is never a spreadsheet
-formula or Markdown.
+formula or Markdown. ``--workers 4`` grades four submissions at once (as root: the kernels
+of each worker run as a user of their own).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,14 +54,17 @@ class ModelServer:
     unless ``COURSE_EMBEDDED=1``; otherwise one embedded server is started and stopped
     with this object (``start`` makes another kind: any object with ``url``, ``running``
     and ``stop()``). Kernels reach it through ``OLLAMA_HOST``. ``check()`` is called before
-    and after each submission: a server that stopped answering is started again (if it is
-    ours; your own Ollama is replaced by an embedded one), and the submission's rows say so.
+    and after each submission that uses it: a server that stopped answering is started again
+    (if it is ours; your own Ollama is replaced by an embedded one), and the submission's rows
+    say so. ``turn`` is held around such a submission, so that with several graded at once
+    the submission a stop is put on is the one that was using the server.
     """
 
     def __init__(self, url: str | None = None, start: Callable[[], Any] | None = None) -> None:
         self._url = url
         self._start = start
         self._server: Any = None  # started on the first notebook that needs it
+        self.turn = threading.Lock()  # held while a submission that uses the server is graded
 
     @property
     def url(self) -> str | None:
@@ -72,8 +78,7 @@ class ModelServer:
 
     def url_for(self, notebook: Path) -> str | None:
         """The server's URL if ``notebook`` (its published version) calls ``connect()``."""
-        reference = PUBLISHED / notebook.name
-        if not reference.exists() or "connect(" not in reference.read_text():
+        if not uses_model(notebook):
             return None
         if self._url is None:
             from .client import resolve_host
@@ -122,21 +127,46 @@ class ModelServer:
             self._server.stop()
 
 
+def uses_model(notebook: Path) -> bool:
+    """Whether ``notebook`` (its published version in exercises/) calls ``connect()``."""
+    reference = PUBLISHED / notebook.name
+    return reference.is_file() and "connect(" in reference.read_text()
+
+
 def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url: str | None = None,
                 progress: bool = True, *, sandbox: Sandbox | bool = True, notebook_timeout: float = 1800,
-                grace: float = 10.0, server: ModelServer | None = None) -> list[dict[str, str]]:
+                grace: float = 10.0, server: ModelServer | None = None, workers: int = 1) -> list[dict[str, str]]:
     """Grade every ``*.ipynb`` in every learner folder of ``class_dir``; write ``out/grades.csv``
-    (row by row, as each submission finishes) and ``out/summary.md``; return the rows.
+    (row by row, in the order of the learners and their notebooks, as each submission finishes)
+    and ``out/summary.md``; return the rows.
 
     ``sandbox``: True finds the strongest sandbox here (``Sandbox.detect()``, which raises
     ``SandboxUnavailable`` if there is none), False runs learners' code as you, unsandboxed.
     ``server`` (default: one for ``model_url``, else started when needed) is stopped at the
     end only if this function made it.
+
+    ``workers`` submissions are graded at once, each in a kernel of its own. In a sandbox, the
+    kernels of each worker run as a user of their own (``Sandbox.sibling``), so more than one
+    worker needs root: kernels that ran as you would share your limit on processes, and one
+    learner's fork bomb would stop the others. Submissions whose notebook uses the model take
+    turns with the server (``ModelServer.turn``); the others run beside them, since their
+    kernels cannot reach it (Landlock lets a kernel connect only to the server it was given).
+    The rows are the same whatever the number of workers.
     """
     from .sandbox import Sandbox
 
+    if workers < 1:
+        raise ValueError(f"workers must be 1 or more, not {workers}")
     box = Sandbox.detect() if sandbox is True else sandbox or None
+    if box is not None and workers > 1 and box.uid is None:
+        raise ValueError(f"{workers} workers need a user of their own for each worker's kernels (grading as root): "
+                         f"kernels that run as {box.who()} share one limit on processes, so one learner's fork "
+                         "bomb would stop the others. Grade with one worker here.")
+    boxes: list[Sandbox | None] = [None] * workers if box is None else [*_sibling_boxes(box, workers)]
     mode = box.describe() if box else "no sandbox: the learners' code ran as you, with your files and environment."
+    if box is not None and workers > 1:
+        mode += (f" {workers} submissions were graded at once, the kernels of each worker as a user of their own "
+                 f"(uids {', '.join(str(one.uid) for one in boxes if one is not None)}).")
     if progress:
         print(f"Sandbox: {mode}", file=sys.stderr, flush=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -146,8 +176,8 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
         with open(out / "grades.csv", "w", newline="") as file:
             writer = csv.DictWriter(file, FIELDS, quoting=csv.QUOTE_ALL)
             writer.writeheader()
-            for learner, notebook, results in _submissions(class_dir, server, box, cell_timeout, notebook_timeout,
-                                                           grace, progress):
+            for learner, notebook, results in _graded(class_dir, server, boxes, cell_timeout, notebook_timeout,
+                                                      grace, progress):
                 for result in results:
                     row = {"learner": learner, "notebook": notebook,
                            "exercise": "" if result.exercise is None else str(result.exercise),
@@ -162,30 +192,88 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
     return rows
 
 
-def _submissions(class_dir: Path, server: ModelServer, box: Sandbox | None, cell_timeout: float,
-                 notebook_timeout: float, grace: float, progress: bool) -> Any:
-    """``(learner, notebook, results)`` for every submission, graded one after another."""
+def _sibling_boxes(box: Sandbox, workers: int) -> list[Sandbox]:
+    """``box`` and ``workers - 1`` siblings, each with a user of its own."""
+    boxes = [box]
+    while len(boxes) < workers:
+        boxes.append(box.sibling(taken={one.uid for one in boxes if one.uid is not None}))
+    return boxes
+
+
+def _submissions(class_dir: Path) -> list[tuple[str, Path | None]]:
+    """``(learner, notebook)`` for every notebook of every learner folder, in order; a learner
+    folder that is a link is one ``(learner, None)``: it is not graded."""
+    found: list[tuple[str, Path | None]] = []
     for learner in sorted(class_dir.iterdir()):
-        if learner.is_symlink() or not learner.is_dir():
-            if learner.is_symlink():
-                yield learner.name, "", [Result("", None, "", "error", "the learner's folder is a link: not graded")]
-            continue
-        for notebook in sorted(learner.glob("*.ipynb")):
-            started = time.monotonic()
-            before = server.check("before")
+        if learner.is_symlink():
+            found.append((learner.name, None))
+        elif learner.is_dir():
+            found += [(learner.name, notebook) for notebook in sorted(learner.glob("*.ipynb"))]
+    return found
+
+
+def _graded(class_dir: Path, server: ModelServer, boxes: list[Sandbox | None], cell_timeout: float,
+            notebook_timeout: float, grace: float, progress: bool) -> Iterator[tuple[str, str, list[Result]]]:
+    """``(learner, notebook, results)`` for every submission, in order, each as soon as it and the
+    ones before it are graded: one thread per sandbox in ``boxes`` takes the next submission.
+    The threads are daemons, as ``grading.execute``'s are: Ctrl-C stops the batch at once."""
+    submissions = _submissions(class_dir)
+    waiting = iter(enumerate(submissions))
+    done: dict[int, tuple[str, str, list[Result]] | BaseException] = {}
+    changed, stop = threading.Condition(), threading.Event()
+
+    def work(box: Sandbox | None) -> None:
+        while not stop.is_set():
+            with changed:
+                index, (learner, notebook) = next(waiting, (-1, ("", None)))
+            if index < 0:
+                return
             try:
-                results = grade(notebook, model_url=server.url_for(notebook), cell_timeout=cell_timeout,
-                                sandbox=box, notebook_timeout=notebook_timeout, grace=grace, model=server.model)
-            except Exception as problem:  # whatever it is, it is this submission's row, not the batch's end
-                results = [Result(notebook.name, None, "", "error", f"{type(problem).__name__}: {problem}"[:500])]
-            after = server.check("after")
-            for result in results:
-                result.note = "; ".join(note for note in (result.note, before, after) if note)
-            if progress:
-                passed = sum(result.status == "passed" for result in results)
-                print(printable(f"{learner.name}/{notebook.name}: {passed} of {len(results)} passed "
-                                f"({time.monotonic() - started:.0f} s)"), file=sys.stderr, flush=True)
-            yield learner.name, notebook.name, results
+                graded: tuple[str, str, list[Result]] | BaseException = \
+                    _graded_one(learner, notebook, server, box, cell_timeout, notebook_timeout, grace, progress)
+            except BaseException as problem:  # raised in the caller's thread, below
+                graded = problem
+            with changed:
+                done[index] = graded
+                changed.notify_all()
+
+    for box in boxes:
+        threading.Thread(target=work, args=(box,), name="grade", daemon=True).start()
+    try:
+        for index in range(len(submissions)):
+            with changed:
+                while index not in done:
+                    changed.wait()
+                graded = done.pop(index)
+            if isinstance(graded, BaseException):
+                raise graded
+            yield graded
+    finally:
+        stop.set()  # the threads take no new submission
+
+
+def _graded_one(learner: str, notebook: Path | None, server: ModelServer, box: Sandbox | None, cell_timeout: float,
+                notebook_timeout: float, grace: float, progress: bool) -> tuple[str, str, list[Result]]:
+    """One submission's ``(learner, notebook, results)``. One that uses the model has the server
+    to itself (``server.turn``), checked before and after."""
+    if notebook is None:
+        return learner, "", [Result("", None, "", "error", "the learner's folder is a link: not graded")]
+    started, model = time.monotonic(), uses_model(notebook)
+    with server.turn if model else nullcontext():
+        before = server.check("before") if model else ""
+        try:
+            results = grade(notebook, model_url=server.url_for(notebook), cell_timeout=cell_timeout, sandbox=box,
+                            notebook_timeout=notebook_timeout, grace=grace, model=server.model)
+        except Exception as problem:  # whatever it is, it is this submission's row, not the batch's end
+            results = [Result(notebook.name, None, "", "error", f"{type(problem).__name__}: {problem}"[:500])]
+        after = server.check("after") if model else ""
+    for result in results:
+        result.note = "; ".join(note for note in (result.note, before, after) if note)
+    if progress:
+        passed = sum(result.status == "passed" for result in results)
+        print(printable(f"{learner}/{notebook.name}: {passed} of {len(results)} passed "
+                        f"({time.monotonic() - started:.0f} s)"), file=sys.stderr, flush=True)
+    return learner, notebook.name, results
 
 
 # --------------------------------------------------------------------------------------
@@ -223,7 +311,7 @@ def summary(rows: list[dict[str, str]], mode: str = "") -> str:
     """Markdown: which sandbox ran, learners × notebooks with exercises passed, each exercise's
     pass rate, then the notes (code to read, restarts). Every learner's text is escaped."""
     learners = sorted({row["learner"] for row in rows})
-    notebooks = sorted({row["notebook"] for row in rows if (PUBLISHED / row["notebook"]).exists()})
+    notebooks = sorted({row["notebook"] for row in rows if row["notebook"] and (PUBLISHED / row["notebook"]).is_file()})
     cell: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
     for row in rows:
         cell[row["learner"], row["notebook"]].append(row)
@@ -275,7 +363,7 @@ def titles_of(notebooks: list[str]) -> dict[tuple[str, int], str]:
 
     titles = {}
     for name in notebooks:
-        if (PUBLISHED / name).exists():
+        if (PUBLISHED / name).is_file():
             for part in sections(nbformat.read(PUBLISHED / name, as_version=4))[1:]:
                 titles[name, part.number] = part.title
     return titles
@@ -318,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
                              "is killed (default 10)")
     parser.add_argument("--sandbox-uid", type=int, help="with --class, as root: the user the kernels run as "
                         "(default: one from 60000 to 64999 with no account and no process)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="with --class: submissions graded at once (default 1; more than 1 in a sandbox needs "
+                             "root, for a user of their own per worker)")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="with --class: run the learners' code as you, unsandboxed (only for code you trust)")
     args = parser.parse_args(argv)
@@ -330,8 +421,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{problem}\nNo submission was run. --no-sandbox runs them as you, without protection.",
                   file=sys.stderr)
             return 2
-        rows = grade_class(args.class_dir, args.out, args.timeout, sandbox=box, notebook_timeout=args.notebook_timeout,
-                           grace=args.grace)
+        try:
+            rows = grade_class(args.class_dir, args.out, args.timeout, sandbox=box,
+                               notebook_timeout=args.notebook_timeout, grace=args.grace, workers=args.workers)
+        except ValueError as problem:
+            print(f"{problem}\nNo submission was run.", file=sys.stderr)
+            return 2
         print(f"wrote {args.out / 'grades.csv'} ({len(rows)} rows) and {args.out / 'summary.md'}")
         return 0  # the batch ran; how each learner did is in the files
     if args.verbose:

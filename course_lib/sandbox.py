@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +331,15 @@ class Sandbox:
             failures.append(f"{sandbox.who()}: {facts.get('imports') or facts.get('error')}")
         raise SandboxUnavailable("no sandbox could start a kernel here:\n" + "\n".join(failures))
 
+    def sibling(self, taken: set[int]) -> Sandbox:
+        """The same layers for kernels that run beside this one's, as a user of their own: a free uid
+        not in ``taken`` (``sweep`` kills every process of a user, and a user's processes share one
+        limit, so kernels graded at once need a user each). Only for a sandbox with a user of its own."""
+        if self.uid is None:
+            raise SandboxUnavailable(f"the kernels run as {self.who()}: there is no user of their own to vary")
+        uid = free_uid(taken=taken | {self.uid})
+        return replace(self, uid=uid, gid=uid)
+
     def who(self) -> str:
         if self.uid is not None:
             return f"uid {self.uid}"
@@ -503,10 +512,11 @@ def tasks_of(uid: int) -> int:
     return sum(threads for _, threads in _processes_of(uid))
 
 
-def free_uid(start: int = 64999, span: int = 5000) -> int:
-    """A uid from ``start`` down (``span`` of them) with no account and no process: it owns
-    nothing and runs nothing, so killing all of its processes kills only a kernel's. Two
-    batches at once get different ones (the search starts at a random place in the range)."""
+def free_uid(start: int = 64999, span: int = 5000, taken: set[int] | frozenset[int] = frozenset()) -> int:
+    """A uid from ``start`` down (``span`` of them) with no account and no process, and not in
+    ``taken``: it owns nothing and runs nothing, so killing all of its processes kills only a
+    kernel's. Two batches at once get different ones (the search starts at a random place in
+    the range); ``taken`` holds the ones a batch already chose, whose kernels have not started."""
     import pwd
     import random
 
@@ -517,7 +527,7 @@ def free_uid(start: int = 64999, span: int = 5000) -> int:
         try:
             pwd.getpwuid(uid)
         except KeyError:
-            if uid not in running:
+            if uid not in running and uid not in taken:
                 return uid
     raise SandboxUnavailable(f"no free uid between {start - span + 1} and {start}")
 

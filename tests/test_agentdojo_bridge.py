@@ -11,19 +11,16 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from importlib.util import find_spec
 from typing import Any
 
 import httpx
 import pytest
 
-agentdojo = pytest.importorskip("agentdojo", reason="AgentDojo is an extra: pip install agentdojo==0.1.35")
-
-import openai  # noqa: E402  (AgentDojo's dependency)
-from agentdojo.attacks.attack_registry import load_attack  # noqa: E402
-from agentdojo.task_suite.load_suites import get_suite  # noqa: E402
-
-from course_lib.security.agentdojo_bridge import pipeline, run_pair  # noqa: E402
-
+# AgentDojo is imported by the tests that use it, not here: its import takes seconds, which every
+# pytest-xdist worker would spend collecting this file, whether or not it runs these tests.
+pytestmark = pytest.mark.skipif(find_spec("agentdojo") is None,
+                                reason="AgentDojo is an extra: pip install agentdojo==0.1.35")
 warnings.filterwarnings("ignore", module="agentdojo")
 MODEL = "scripted"
 
@@ -65,6 +62,8 @@ def client_for(server: ScriptedServer):
 
 @pytest.fixture(scope="module")
 def suite():
+    from agentdojo.task_suite.load_suites import get_suite
+
     return get_suite("v1.2.2", "banking")
 
 
@@ -76,6 +75,8 @@ def ground_truth(suite, task) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("mode", ["native", "prompting"])
 def test_a_model_that_does_the_user_task_scores_utility_and_no_attack(suite, mode):
+    from course_lib.security.agentdojo_bridge import pipeline, run_pair
+
     task = suite.get_user_task_by_id("user_task_13")
     server = ScriptedServer(ground_truth(suite, task), mode)
     agent, transcript = pipeline(mode, client_for(server), MODEL, None, max_iters=5, max_tokens=64)
@@ -88,6 +89,10 @@ def test_a_model_that_does_the_user_task_scores_utility_and_no_attack(suite, mod
 
 @pytest.mark.parametrize("mode", ["native", "prompting"])
 def test_a_model_that_obeys_the_injection_is_scored_as_attacked(suite, mode):
+    from agentdojo.attacks.attack_registry import load_attack
+
+    from course_lib.security.agentdojo_bridge import pipeline, run_pair
+
     goal = suite.get_injection_task_by_id("injection_task_7")
     script = [{"call": ("read_file", {"file_path": "address-change.txt"})}, *ground_truth(suite, goal)]
     server = ScriptedServer(script, mode)
@@ -101,6 +106,8 @@ def test_a_model_that_obeys_the_injection_is_scored_as_attacked(suite, mode):
 
 
 def test_a_run_cut_off_mid_call_is_scored_once_not_rerun(suite):
+    from course_lib.security.agentdojo_bridge import pipeline, run_pair
+
     endless = [{"call": ("get_balance", {})}] * 10
     server = ScriptedServer(endless, "native")
     agent, transcript = pipeline("native", client_for(server), MODEL, None, max_iters=2, max_tokens=64)
@@ -109,6 +116,8 @@ def test_a_run_cut_off_mid_call_is_scored_once_not_rerun(suite):
 
 
 def test_defenses_are_agentdojos_own(suite):
+    from course_lib.security.agentdojo_bridge import pipeline, run_pair
+
     server = ScriptedServer([{"text": "get_balance, read_file"}, {"text": "Done."}], "native")
     for defense in ["repeat_user_prompt", "spotlighting_with_delimiting", "tool_filter"]:
         agent, _ = pipeline("native", client_for(server), MODEL, defense)
@@ -199,6 +208,10 @@ def test_an_agent_that_does_nothing_passes_the_checks_that_ask_for_nothing(suite
 
 @pytest.mark.parametrize("mode", ["native", "prompting"])
 def test_a_conversation_that_outgrows_the_context_ends_the_run_and_is_scored(suite, mode):
+    import openai
+
+    from course_lib.security.agentdojo_bridge import pipeline, run_pair
+
     full = "the prompt is 4154 tokens but num_ctx is 4096; shorten the conversation or raise options.num_ctx"
     server = ScriptedServer([{"call": ("get_balance", {})}, {"error": full}], mode)
     agent, transcript = pipeline(mode, client_for(server), MODEL, None, max_iters=5, max_tokens=64)
@@ -237,6 +250,10 @@ def test_side_by_side_puts_each_source_in_its_column():
 
 def test_an_injection_is_seen_in_a_history_that_yaml_quotes(suite):
     """The history comes back as YAML, which writes the goal's ``user's`` as ``user''s``."""
+    from agentdojo.attacks.attack_registry import load_attack
+
+    from course_lib.security.agentdojo_bridge import pipeline, run_pair
+
     server = ScriptedServer([{"call": ("get_most_recent_transactions", {"n": 100})}, {"text": "Done."}], "native")
     agent, transcript = pipeline("native", client_for(server), MODEL, None, max_iters=5, max_tokens=64)
     result = run_pair(suite, agent, transcript, "user_task_1", "injection_task_3",

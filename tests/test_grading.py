@@ -96,6 +96,7 @@ def test_the_report_is_plain_text_with_a_count():
 
 SECRET = "s3cr3t-of-the-instructor"
 CELL_TIMEOUT, GRACE = 5, 2
+WORKERS = 4  # submissions graded at once, when the kernels can have users of their own (as root)
 HONEST = ("ada", "ben", "cleo", "zed")  # graded in the sandbox and, beside it, without
 
 HISTORY_FORGER = r"""import hashlib, hmac, json, linecache, re
@@ -193,11 +194,11 @@ raise RuntimeError(f"wrote: {{wrote}}")"""
 
 UNINTERRUPTIBLE = """return "x"
 
-import signal, subprocess
+import signal, subprocess, time
 subprocess.Popen(["sleep", "600"], start_new_session=True)  # a process of its own, to outlive the kernel?
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-while True:
-    pass"""
+while True:  # asleep: a busy loop is the same to the grader (see the unsandboxed test below), and costs a core
+    time.sleep(1)"""
 
 FORK_BOMB = """return None
 
@@ -261,7 +262,7 @@ def fixture_class(into: Path, out: Path) -> Path:
         "ada": solved(exercise, solution, {1, 2, 3}),
         "ben": exercise,
         "cleo": with_code(solved(exercise, solution, {1}), 2, constant_waits),
-        "dan": with_code(solved(exercise, solution, {1, 3}), 2, "while True:\n        pass"),
+        "dan": with_code(solved(exercise, solution, {1, 3}), 2, "import time\n    while True:\n        time.sleep(1)"),
         "eve": cheat,  # edits the check cell
         "gus": broken_import,
         **{name: with_code(exercise, 1, code) for name, code in FORGERS.items()},
@@ -288,6 +289,7 @@ def fixture_class(into: Path, out: Path) -> Path:
     nbformat.write(notes, into / "@rex" / "=cmd|' -C calc'!A0.ipynb")
     (into / "fay").mkdir()
     shutil.copy(FIXTURES / "broken.ipynb", into / "fay" / "06_side_effects.ipynb")
+    (into / "vic").symlink_to(into / "ada", target_is_directory=True)  # a learner folder that is a link
     (into / "quinn" / "root").symlink_to("/")  # copied as the old grader did, it would copy the disk
     (into / "quinn" / "07_observability_and_cost.ipynb").symlink_to("/etc/passwd")
     os.mkfifo(into / "quinn" / "08_experiments.ipynb")  # opened plainly, it would wait for ever
@@ -341,7 +343,7 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
                                                       cell_timeout=CELL_TIMEOUT) for learner in HONEST})
         try:
             rows = grade_class(class_dir, out, cell_timeout=CELL_TIMEOUT, progress=False, sandbox=box, grace=GRACE,
-                               notebook_timeout=120, server=server)
+                               notebook_timeout=120, server=server, workers=WORKERS if box.uid is not None else 1)
             assert [fake.running for fake in started] == [False, True], "the server sam killed, and its successor"
         finally:
             server.close()
@@ -380,7 +382,11 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert all(path.read_bytes() == text for path, text in ours.items())
     assert "garbage" not in csv_text and not any(
         (folder / "planted.txt").exists() for folder in (ROOT, class_dir / "zed", out))
-    assert not box.processes(), "a process of the kernels' user outlived its submission"
+    uids = [int(uid) for uid in re.findall(r"\d+", summary.split("(uids ")[1].split(")")[0])] \
+        if box.uid is not None else []
+    assert len(uids) == WORKERS and box.uid in uids if box.uid is not None else "(uids " not in summary
+    assert not [uid for uid in uids if Sandbox(uid=uid).processes()] and not box.processes(), \
+        "a process of the kernels' users outlived its submission"
     assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
                 .splitlines() if line.strip() == "sleep 600"], "a detached process outlived its kernel"
 
@@ -392,7 +398,27 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert summary.startswith("# Grades\n\nSandbox: process sandbox") and "PID namespace" in box.describe()
     assert "| learner | 01 | 06 | 07 | 08 |" in summary and "| ada | – | 3/3 | – | – |" in summary
     assert "| fay | – | error | – | – |" in summary and "| quinn | – | 2/3 | error | error |" in summary
+    assert "| vic | – | – | – | – |" in summary and "- vic/: the learner's folder is a link: not graded" in summary
     assert "| 06 | 1 · A canonical key | 5 of 25 (20%) | 12 | 1 | 7 |" in summary
+
+
+def test_kernels_graded_at_once_get_users_of_their_own_or_are_refused(tmp_path):
+    """Several workers in a sandbox: each worker's kernels run as a user of its own; a sandbox
+    whose kernels run as you (no root) refuses, before any submission runs."""
+    from course_lib.sandbox import Sandbox, free_uid
+
+    (tmp_path / "ada").mkdir()
+    shared = Sandbox(uid=None, landlock=6, pid_namespace=True)
+    with pytest.raises(ValueError, match="fork bomb"):
+        grade_class(tmp_path, tmp_path / "out", progress=False, sandbox=shared, workers=2)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="1 or more"):
+        grade_class(tmp_path, tmp_path / "out", progress=False, sandbox=False, workers=0)
+    own = Sandbox(uid=64999, gid=64999, landlock=6, pid_namespace=True)
+    sibling = own.sibling(taken={64998})
+    assert sibling.uid == sibling.gid and sibling.uid not in (64998, 64999) and 60000 <= sibling.uid <= 64999
+    assert (sibling.landlock, sibling.pid_namespace, sibling.limits) == (own.landlock, own.pid_namespace, own.limits)
+    assert free_uid(60001, 2, taken={60001}) == 60000
 
 
 def test_the_sandbox_says_what_it_is():

@@ -413,14 +413,14 @@ def test_the_guards_read_a_long_hostile_text_in_linear_time(text):
     import time
 
     from course_lib.security.defenses import amounts_named_in, recipients_named_in
-    started = time.perf_counter()
+    started = time.thread_time()  # the guards' own work, whatever else runs on the machine
     LinkFilter(("bakery.example",)).filter_answer(context("Hours?"), text)
     recipients_named_in(text)
     try:
         amounts_named_in(text)
     except ValueError:
         pass
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0
 
 
 def test_a_guard_that_changes_the_arguments_it_was_shown_changes_nothing_that_runs():

@@ -3,12 +3,14 @@
 Each completes a tool-calling round trip (a call, then the result sent back in the
 dialect's own place for it), streaming and not. What the small model writes after the
 result varies, so the second turn checks the protocol, not the words.
+
+Every test here needs the model, so the SDKs are imported where they are used: importing both
+takes about two seconds, which each worker of the fast path (``-m "not model"``) would spend
+collecting this file for nothing.
 """
 
 import json
 
-import anthropic
-import openai
 import pytest
 
 from helpers import NOW_TOOL
@@ -24,11 +26,15 @@ ANTHROPIC_NOW = {"name": "now", "description": NOW_TOOL["function"]["description
 
 @pytest.fixture(scope="module")
 def openai_client(url):
+    import openai
+
     return openai.OpenAI(base_url=f"{url}/v1", api_key="not-needed-locally")
 
 
 @pytest.fixture(scope="module")
 def anthropic_client(url):
+    import anthropic
+
     return anthropic.Anthropic(base_url=url, api_key="not-needed-locally")
 
 
@@ -58,6 +64,8 @@ def test_openai_sdk_streaming_with_usage(openai_client):
 
 
 def test_openai_sdk_sees_openai_errors(openai_client):
+    import openai
+
     with pytest.raises(openai.NotFoundError, match="not found"):
         openai_client.chat.completions.create(model="no-such-model", messages=QUESTION)
     wrong = [*QUESTION, {"role": "assistant", "content": None, "tool_calls": [
@@ -90,6 +98,8 @@ def test_anthropic_sdk_streaming(anthropic_client):
 
 
 def test_anthropic_sdk_sees_anthropic_errors(anthropic_client):
+    import anthropic
+
     misplaced = [*QUESTION, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "toolu_1", "name": "now", "input": {}},
         {"type": "tool_result", "tool_use_id": "toolu_1", "content": "09:15"}]}]
