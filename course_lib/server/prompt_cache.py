@@ -33,9 +33,10 @@ from __future__ import annotations
 import ctypes
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import llama_cpp
+if TYPE_CHECKING:  # imported where it is called: the bookkeeping is tested without the compiled library
+    import llama_cpp
 
 CHUNK = 64  # tokens per evaluated chunk: a reused prefix is a multiple of it
 MAX_BYTES = 1 << 30  # all saved states together
@@ -187,6 +188,8 @@ class PromptCache:
 
 def saved_sequence(ctx: llama_cpp.llama_context_p, seq: int) -> ctypes.Array[ctypes.c_uint8] | None:
     """The state of sequence ``seq`` of a llama.cpp context, as bytes (None if llama.cpp wrote none)."""
+    import llama_cpp
+
     size = llama_cpp.llama_state_seq_get_size(ctx, seq)
     data = (ctypes.c_uint8 * size)()
     written = llama_cpp.llama_state_seq_get_data(ctx, data, size, seq)
