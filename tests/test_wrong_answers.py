@@ -2,7 +2,8 @@
 
 ``tests/wrong_answers.py`` holds, per notebook and exercise, code a learner might write
 instead of the solution (a value hard-coded for the visible example, half a solution, the
-wrong unit, the course's own reference imported, the parent class called). Each runs here
+wrong unit, the course's own reference imported, the parent class called), or the solution
+with the lines that would make it wrong (``answer_of`` puts them in). Each runs here
 in place of the solution, after the notebook's setup cell, followed by the exercise's own
 cells; one of its check cells must then fail. A new exercise without a wrong answer fails
 ``test_the_corpus_covers_every_exercise``.
@@ -87,6 +88,31 @@ def with_answer(cells: list[Any], code: str | tuple[str | None, ...]) -> list[tu
     return result
 
 
+def answer_of(path: Path, number: int, wrong: Wrong) -> str | tuple[str | None, ...]:
+    """The code ``wrong`` puts in place of exercise ``number``'s solution regions: its own, or the
+    solution's regions with its changes (one piece per region, None where nothing changed). Each
+    change's lines are looked for in the solution as published, and must be there exactly once."""
+    if wrong.code is not None:
+        return wrong.code
+    solution = [textwrap.dedent("\n".join(cell.source.splitlines()[start + 1:end])).splitlines()
+                for cell in exercises_of(path)[number] for start, end, _ in regions(cell.source)]
+    places = []
+    for old, new in wrong.changes:
+        want = textwrap.dedent(old).strip("\n").splitlines()
+        found = [(index, start) for index, lines in enumerate(solution) for start in range(len(lines))
+                 if textwrap.dedent("\n".join(lines[start:start + len(want)])).splitlines() == want]
+        assert len(found) == 1, (f"{wrong.reason}: the lines to change are in the solution {len(found)} times, "
+                                 f"not once; fix the corpus:\n{old}")
+        places.append((*found[0], len(want), new))
+    pieces: list[str | None] = [None] * len(solution)
+    for index, start, length, new in sorted(places, reverse=True):  # from the end: earlier places stay put
+        lines = solution[index]
+        margin = " " * (len(lines[start]) - len(lines[start].lstrip()))  # new starts where old started
+        lines[start:start + length] = textwrap.indent(textwrap.dedent(new).strip("\n"), margin).splitlines()
+        pieces[index] = "\n".join(lines)
+    return tuple(pieces)
+
+
 def run_exercise(path: Path, number: int, code: str | tuple[str | None, ...] | None) -> tuple[str, str]:
     """Run the setup, then exercise ``number`` with ``code`` in place of its solution (None: the solution).
 
@@ -137,6 +163,9 @@ def test_the_corpus_covers_every_exercise():
         assert covered == numbers, f"{path.name}: exercises {sorted(numbers)}, wrong answers for {sorted(covered)}"
     assert set(WRONG) == {path.name for path in NOTEBOOKS}, "wrong answers for a notebook that is not in solutions/"
     assert all(wrong.reason for by_exercise in WRONG.values() for wrongs in by_exercise.values() for wrong in wrongs)
+    for name, by_exercise in WRONG.items():  # a change's lines are in the solution, once (the model's ones too)
+        for number, wrongs in by_exercise.items():
+            assert all(wrong.code is not None or any(answer_of(SOLUTIONS / name, number, wrong)) for wrong in wrongs)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.name.split("_")[0] for path in NOTEBOOKS])
@@ -149,7 +178,7 @@ def test_the_solutions_pass_the_checks_that_need_no_model(offline, path):
 
 @pytest.mark.parametrize(("name", "number", "wrong"), entries(model=False))
 def test_a_wrong_answer_fails_its_check(offline, name: str, number: int, wrong: Wrong):
-    status, detail = run_exercise(SOLUTIONS / name, number, wrong.code)
+    status, detail = run_exercise(SOLUTIONS / name, number, answer_of(SOLUTIONS / name, number, wrong))
     assert status != "passed", f"this wrong answer passes the checks ({wrong.reason})"
     assert status != "model", (f"no check failed before the model was needed ({wrong.reason}): make a check "
                                f"that needs no model catch it, or mark it model=True\n{detail}")
@@ -165,7 +194,7 @@ def test_a_wrong_answer_fails_its_check_on_the_model(url, monkeypatch, name: str
     monkeypatch.setattr(course_lib, "connect", connect, raising=False)
     monkeypatch.setattr(runtime, "connect", connect)
     monkeypatch.chdir(SOLUTIONS)
-    status, detail = run_exercise(SOLUTIONS / name, number, wrong.code)
+    status, detail = run_exercise(SOLUTIONS / name, number, answer_of(SOLUTIONS / name, number, wrong))
     assert status != "passed", f"this wrong answer passes the checks ({wrong.reason})"
     assert status == "failed", f"the wrong answer itself, or the setup, raised; fix the corpus\n{detail}"
 

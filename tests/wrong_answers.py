@@ -4,6 +4,12 @@ Per notebook and exercise number: ``Wrong(reason, code)``, where ``code`` is wha
 writes in place of the stub (the solution region, at its indentation). An exercise with
 several solution regions takes a tuple, one piece per region in order; ``None`` keeps that
 region's solution. ``model=True`` marks the few that only a check asking the model can catch.
+
+Most wrong answers are the solution with one thing wrong; those are written as that one thing:
+``changed(reason, (old, new), ...)`` is the solution (``solutions/``) with the lines ``old``
+replaced by ``new``. ``old`` is whole lines as the solution has them, whatever their
+indentation there, and must occur exactly once in the exercise's solution regions; ``new``
+starts at the indentation of ``old``'s first line (an empty ``new`` deletes the lines).
 '''
 
 # ruff: noqa: E501  (the wrong answers are notebook code, indented here as in a cell body: wider lines read better whole)
@@ -16,8 +22,14 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Wrong:
     reason: str
-    code: str | tuple[str | None, ...]
+    code: str | tuple[str | None, ...] | None  # None: the solution with ``changes``
     model: bool = False
+    changes: tuple[tuple[str, str], ...] = ()
+
+
+def changed(reason: str, *changes: tuple[str, str], model: bool = False) -> Wrong:
+    """The solution with ``changes``, each ``(old lines, new lines)``."""
+    return Wrong(reason, None, model, changes)
 
 
 WRONG: dict[str, dict[int, list[Wrong]]] = {
@@ -108,16 +120,10 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
                 calls = [json.loads(block) for block in re.findall(r"<tool_call>(.*?)</tool_call>", text, re.DOTALL)]
                 return [(call["name"], call.get("arguments", {})) for call in calls if call.get("name") in names]
             '''),
-            Wrong("undeclared names kept", '''
-                calls = []
-                for block in re.findall(r"<tool_call>(.*?)</tool_call>", text, re.DOTALL):
-                    try:
-                        call = json.loads(block)
-                    except json.JSONDecodeError:
-                        continue
+            changed("undeclared names kept", ('''
+                if isinstance(call, dict) and call.get("name") in names:
                     calls.append((call["name"], call.get("arguments", {})))
-                return calls
-            '''),
+            ''', 'calls.append((call["name"], call.get("arguments", {})))')),
         ],
         4: [
             Wrong("the visible example's call hard-coded", '''
@@ -126,18 +132,10 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
                             {"role": "tool", "tool_name": "now", "content": result}]
                 return render(template, messages, tools=[NOW, CALC])
             '''),
-            Wrong("the tools not declared", '''
-                messages = [{"role": "user", "content": question},
-                            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": tool_name, "arguments": {}}}]},
-                            {"role": "tool", "tool_name": tool_name, "content": result}]
-                return render(template, messages)
-            '''),
-            Wrong("the result sent as a user message", '''
-                messages = [{"role": "user", "content": question},
-                            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": tool_name, "arguments": {}}}]},
-                            {"role": "user", "content": result}]
-                return render(template, messages, tools=[NOW, CALC])
-            '''),
+            changed("the tools not declared",
+                    ("return render(template, messages, tools=[NOW, CALC])", "return render(template, messages)")),
+            changed("the result sent as a user message", ('{"role": "tool", "tool_name": tool_name, "content": result}]',
+                                                        '{"role": "user", "content": result}]')),
         ],
     },
     "03_tool_calls.ipynb": {
@@ -211,13 +209,8 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
                                         "function": {"name": call["function"]["name"],
                                                      "arguments": json.dumps(call["function"]["arguments"])}}]}
             '''),
-            Wrong("content always None", '''
-                return {"role": "assistant", "content": None,
-                        "tool_calls": [{"id": call["id"], "type": "function",
-                                        "function": {"name": call["function"]["name"],
-                                                     "arguments": json.dumps(call["function"]["arguments"])}}
-                                       for call in message["tool_calls"]]}
-            '''),
+            changed("content always None", ('return {"role": "assistant", "content": message.get("content") or None,',
+                                         'return {"role": "assistant", "content": None,')),
             Wrong("arguments written with str(), not JSON", '''
                 return {"role": "assistant", "content": message.get("content") or None,
                         "tool_calls": [{"id": call["id"], "type": "function",
@@ -271,18 +264,7 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
                         messages.append({"role": "tool", "tool_name": name, "content": run_tool_call(name, arguments, tools)})
                 raise RuntimeError("no answer")
             '''),
-            Wrong("the tool results sent without the model's own call", '''
-                messages = list(messages)
-                declared = [tool_schema(function) for function in tools.values()]
-                for _ in range(max_turns):
-                    message = model.chat(messages, tools=declared)["message"]
-                    if not message.get("tool_calls"):
-                        return message["content"]
-                    for call in message["tool_calls"]:
-                        name, arguments = call["function"]["name"], call["function"].get("arguments") or {}
-                        messages.append({"role": "tool", "tool_name": name, "content": run_tool_call(name, arguments, tools)})
-                raise RuntimeError("no answer")
-            '''),
+            changed("the tool results sent without the model's own call", ("messages.append(message)", "")),
         ],
         2: [
             Wrong("arguments dropped for every tool", '''
@@ -301,24 +283,12 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
             '''),
         ],
         3: [
-            Wrong("every exception swallowed", '''
-                try:
-                    return run_agent(model, messages, tools, Limits(max_turns=4, max_tokens=500)).answer
-                except Exception as stopped:
-                    return f"Sorry, I could not finish: {stopped}"
-            '''),
-            Wrong("the turn limit left at its default", '''
-                try:
-                    return run_agent(model, messages, tools, Limits(max_tokens=500)).answer
-                except LoopLimitReached as stopped:
-                    return f"Sorry, I could not finish: {stopped}"
-            '''),
-            Wrong("the turn limit not caught", '''
-                try:
-                    return run_agent(model, messages, tools, Limits(max_turns=4, max_tokens=500)).answer
-                except (RepeatedCall, TokenBudgetExceeded) as stopped:
-                    return f"Sorry, I could not finish: {stopped}"
-            '''),
+            changed("every exception swallowed", ("except LoopLimitReached as stopped:", "except Exception as stopped:")),
+            changed("the turn limit left at its default", (
+                "return run_agent(model, messages, tools, Limits(max_turns=4, max_tokens=500)).answer",
+                "return run_agent(model, messages, tools, Limits(max_tokens=500)).answer")),
+            changed("the turn limit not caught",
+                    ("except LoopLimitReached as stopped:", "except (RepeatedCall, TokenBudgetExceeded) as stopped:")),
             Wrong("the limit's message hidden", '''
                 try:
                     return run_agent(model, messages, tools, Limits(max_turns=4, max_tokens=500)).answer
@@ -329,33 +299,14 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
     },
     "05_validation.ipynb": {
         1: [
-            Wrong("a pattern without its end anchor", '''
-                class RefundRequest(BaseModel):
-                    model_config = ConfigDict(extra="forbid")
-                    order_id: str = Field(pattern=r"^ORD-\\d{6}")
-                    amount_jpy: int = Field(gt=0, le=50_000)
-                    reason: Literal["damaged", "wrong_item", "late"]
-            '''),
-            Wrong("a float amount", '''
-                class RefundRequest(BaseModel):
-                    model_config = ConfigDict(extra="forbid")
-                    order_id: str = Field(pattern=r"^ORD-\\d{6}$")
-                    amount_jpy: float = Field(gt=0, le=50_000)
-                    reason: Literal["damaged", "wrong_item", "late"]
-            '''),
-            Wrong("lt instead of le", '''
-                class RefundRequest(BaseModel):
-                    model_config = ConfigDict(extra="forbid")
-                    order_id: str = Field(pattern=r"^ORD-\\d{6}$")
-                    amount_jpy: int = Field(gt=0, lt=50_000)
-                    reason: Literal["damaged", "wrong_item", "late"]
-            '''),
-            Wrong("extra keys accepted", '''
-                class RefundRequest(BaseModel):
-                    order_id: str = Field(pattern=r"^ORD-\\d{6}$")
-                    amount_jpy: int = Field(gt=0, le=50_000)
-                    reason: Literal["damaged", "wrong_item", "late"]
-            '''),
+            changed("a pattern without its end anchor", (
+                'order_id: str = Field(pattern=r"^ORD-\\d{6}$", description="Order number: ORD- and six digits.")',
+                'order_id: str = Field(pattern=r"^ORD-\\d{6}", description="Order number: ORD- and six digits.")')),
+            changed("a float amount", ('amount_jpy: int = Field(gt=0, le=50_000, description="Amount to refund, in yen.")',
+                                    'amount_jpy: float = Field(gt=0, le=50_000, description="Amount to refund, in yen.")')),
+            changed("lt instead of le", ('amount_jpy: int = Field(gt=0, le=50_000, description="Amount to refund, in yen.")',
+                                      'amount_jpy: int = Field(gt=0, lt=50_000, description="Amount to refund, in yen.")')),
+            changed("extra keys accepted", ('model_config = ConfigDict(extra="forbid")', "")),
         ],
         2: [
             Wrong("pydantic's own text, with the rejected values", "return str(error).replace('\\n', '; ')"),
@@ -402,15 +353,7 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
             '''),
         ],
         2: [
-            Wrong("waits that start at 1 s", '''
-                for n in range(attempts):
-                    try:
-                        return operation()
-                    except (ServiceTimeout, ServerError):
-                        if n == attempts - 1:
-                            raise
-                        sleep(2 ** n)
-            '''),
+            changed("waits that start at 1 s", ("sleep(0.5 * 2 ** n)", "sleep(2 ** n)")),
             Wrong("a wait after the last try too", '''
                 for n in range(attempts):
                     try:
@@ -420,15 +363,7 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
                         if n == attempts - 1:
                             raise
             '''),
-            Wrong("a 4xx retried too", '''
-                for n in range(attempts):
-                    try:
-                        return operation()
-                    except (ServiceTimeout, ServerError, ClientError):
-                        if n == attempts - 1:
-                            raise
-                        sleep(0.5 * 2 ** n)
-            '''),
+            changed("a 4xx retried too", ("except (ServiceTimeout, ServerError):", "except (ServiceTimeout, ServerError, ClientError):")),
             Wrong("the course's with_retries", '''
                 return with_retries(operation, attempts=attempts, sleep=sleep, idempotency_key="retry")
             '''),
@@ -508,12 +443,7 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
     "08_experiments.ipynb": {
         1: [
             Wrong("the course's wilson_interval", "return wilson_interval(successes, n, z)"),
-            Wrong("z fixed at 1.96", '''
-                p, z = successes / n, 1.96
-                centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-                half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-                return max(0.0, centre - half), min(1.0, centre + half)
-            '''),
+            changed("z fixed at 1.96", ("p = successes / n", "p, z = successes / n, 1.96")),
             Wrong("the textbook (Wald) interval", '''
                 p = successes / n
                 half = z * math.sqrt(p * (1 - p) / n)
@@ -564,18 +494,11 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
         ],
         2: [
             Wrong("everything passes", "return None"),
-            Wrong("any number in the request counts, an account number's too", '''
-                if name != "send_money":
-                    return None
-                try:
-                    amount = float(arguments.get("amount"))
-                except (TypeError, ValueError):
-                    return "the amount is missing or not a number"
-                written = {float(n.replace(",", "")) for n in re.findall(r"\\d[\\d,]*(?:\\.\\d+)?", run.prompt)}
-                if amount <= self.limit or amount in written:
-                    return None
-                return f"{amount} is above the limit"
-            '''),
+            changed("any number in the request counts, an account number's too", ('''
+                # a sum of money: a number after a currency sign or code, or before a currency word, sign or code
+                money = r"(?:€|\\bEUR)\\s?(\\d[\\d,]*(?:\\.\\d+)?)|(?<![\\w.,])(\\d[\\d,]*(?:\\.\\d+)?)\\s?(?:€|EUR\\b|euros?\\b)"
+                written = {float((before or after).replace(",", "")) for before, after in re.findall(money, run.prompt, re.I)}
+            ''', 'written = {float(n.replace(",", "")) for n in re.findall(r"\\d[\\d,]*(?:\\.\\d+)?", run.prompt)}')),
             Wrong("the amount looked for as text", '''
                 if name != "send_money":
                     return None
@@ -694,12 +617,9 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
         1: [
             Wrong("the parent class called: the course's adapter, not yours",
                   ("return super().calls(body)", "return super().results(answered)")),
-            Wrong("only the first text block", ('''
-                text = next((block["text"] for block in body["content"] if block["type"] == "text"), "")
-                calls = [ToolCall(name=block["name"], arguments=block["input"], id=block["id"])
-                         for block in body["content"] if block["type"] == "tool_use"]
-                return text, calls, {"role": "assistant", "content": body["content"]}
-            ''', None)),
+            changed("only the first text block", (
+                'text = "".join(block["text"] for block in body["content"] if block["type"] == "text")',
+                'text = next((block["text"] for block in body["content"] if block["type"] == "text"), "")')),
             Wrong("one user message per result", (None, '''
                 return [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": result.content,
                                                       **({} if result.ok else {"is_error": True})}]}
@@ -718,68 +638,18 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
         ],
         2: [
             Wrong("the transcript returned unchanged", 'return "", messages'),
-            Wrong("one user turn per tool message", '''
-                system, converted = "", []
-                for message in messages:
-                    if message["role"] == "system":
-                        system = message["content"]
-                    elif message["role"] == "tool":
-                        result = message["content"]
-                        block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": result}
-                        if result.startswith("error: "):
-                            block.update(content=result.removeprefix("error: "), is_error=True)
-                        converted.append({"role": "user", "content": [block]})
-                    elif message.get("tool_calls"):
-                        blocks = [{"type": "text", "text": message["content"]}] if message.get("content") else []
-                        blocks += [{"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-                                    "input": json.loads(call["function"]["arguments"])} for call in message["tool_calls"]]
-                        converted.append({"role": "assistant", "content": blocks})
-                    else:
-                        converted.append({"role": message["role"], "content": message["content"]})
-                return system, converted
-            '''),
-            Wrong("the assistant's text before its calls dropped", '''
-                system, converted = "", []
-                for message in messages:
-                    if message["role"] == "system":
-                        system = message["content"]
-                    elif message["role"] == "tool":
-                        result = message["content"]
-                        block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": result}
-                        if result.startswith("error: "):
-                            block.update(content=result.removeprefix("error: "), is_error=True)
-                        if converted and converted[-1]["role"] == "user" and isinstance(converted[-1]["content"], list):
-                            converted[-1]["content"].append(block)
-                        else:
-                            converted.append({"role": "user", "content": [block]})
-                    elif message.get("tool_calls"):
-                        converted.append({"role": "assistant", "content": [
-                            {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-                             "input": json.loads(call["function"]["arguments"])} for call in message["tool_calls"]]})
-                    else:
-                        converted.append({"role": message["role"], "content": message["content"]})
-                return system, converted
-            '''),
-            Wrong("the error: prefix kept and no is_error", '''
-                system, converted = "", []
-                for message in messages:
-                    if message["role"] == "system":
-                        system = message["content"]
-                    elif message["role"] == "tool":
-                        block = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": message["content"]}
-                        if converted and converted[-1]["role"] == "user" and isinstance(converted[-1]["content"], list):
-                            converted[-1]["content"].append(block)
-                        else:
-                            converted.append({"role": "user", "content": [block]})
-                    elif message.get("tool_calls"):
-                        blocks = [{"type": "text", "text": message["content"]}] if message.get("content") else []
-                        blocks += [{"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-                                    "input": json.loads(call["function"]["arguments"])} for call in message["tool_calls"]]
-                        converted.append({"role": "assistant", "content": blocks})
-                    else:
-                        converted.append({"role": message["role"], "content": message["content"]})
-                return system, converted
-            '''),
+            changed("one user turn per tool message", ('''
+                if converted and converted[-1]["role"] == "user" and isinstance(converted[-1]["content"], list):
+                    converted[-1]["content"].append(block)
+                else:
+                    converted.append({"role": "user", "content": [block]})
+            ''', 'converted.append({"role": "user", "content": [block]})')),
+            changed("the assistant's text before its calls dropped", (
+                'blocks = [{"type": "text", "text": message["content"]}] if message.get("content") else []', "blocks = []")),
+            changed("the error: prefix kept and no is_error", ('''
+                if result.startswith("error: "):
+                    block.update(content=result.removeprefix("error: "), is_error=True)
+            ''', "")),
         ],
     },
     "11_capstone.ipynb": {
@@ -822,39 +692,12 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
             Wrong("only cancellations behind the gate", (None, '''
                 return KioskAgent(model, kiosk, needs_approval=frozenset({"cancel_order"}))
             ''')),
-            Wrong("a plain string for the order id", ('''
-                def cancel_order(order_id: str) -> dict:
-                    """Cancel an order that has not shipped yet.
-
-                    Args:
-                        order_id: the order number, ORD- and four digits, e.g. ORD-1001
-                    """
-                    if order_id not in self.orders:
-                        raise LookupError(f"there is no order {order_id}")
-
-                    def cancel() -> dict:
-                        self.cancelled.append(order_id)
-                        return {"order_id": order_id, "status": "cancelled"}
-
-                    return self.cancellations.run(idempotency_key("cancel_order", {}, business_key=order_id), cancel)
-
-                tools["cancel_order"] = cancel_order
-            ''', None)),
-            Wrong("an unknown order answered as a success", ('''
-                def cancel_order(order_id: OrderId) -> dict:
-                    """Cancel an order that has not shipped yet.
-
-                    Args:
-                        order_id: the order number, ORD- and four digits, e.g. ORD-1001
-                    """
-                    def cancel() -> dict:
-                        self.cancelled.append(order_id)
-                        return {"order_id": order_id, "status": "cancelled"}
-
-                    return self.cancellations.run(idempotency_key("cancel_order", {}, business_key=order_id), cancel)
-
-                tools["cancel_order"] = cancel_order
-            ''', None)),
+            changed("a plain string for the order id",
+                    ("def cancel_order(order_id: OrderId) -> dict:", "def cancel_order(order_id: str) -> dict:")),
+            changed("an unknown order answered as a success", ('''
+                if order_id not in self.orders:
+                    raise LookupError(f"there is no order {order_id}")
+            ''', "")),
             Wrong("a cancellation that returns only a word", ('''
                 def cancel_order(order_id: OrderId) -> str:
                     """Cancel an order that has not shipped yet.
@@ -1073,18 +916,7 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
             '''),
         ],
         2: [
-            Wrong("is_error as the string 'true'", '''
-                if dialect == "anthropic":
-                    block = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}
-                    if not result.ok:
-                        block["is_error"] = "true"
-                    return {"role": "user", "content": [block]}
-                if dialect == "openai":
-                    return {"role": "tool", "tool_call_id": call.id, "content": result.text}
-                if dialect == "ollama":
-                    return {"role": "tool", "tool_name": call.name, "content": result.text}
-                raise ValueError(f"unknown dialect {dialect!r}")
-            '''),
+            changed("is_error as the string 'true'", ('block["is_error"] = True', 'block["is_error"] = "true"')),
             Wrong("is_error given to OpenAI and Ollama too, their text without the prefix", '''
                 flag = {} if result.ok else {"is_error": True}
                 if dialect == "anthropic":
@@ -1096,18 +928,9 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
                     return {"role": "tool", "tool_name": call.name, "content": result.content, **flag}
                 raise ValueError(f"unknown dialect {dialect!r}")
             '''),
-            Wrong("the 'error: ' prefix kept in Anthropic's flagged content", '''
-                if dialect == "anthropic":
-                    block = {"type": "tool_result", "tool_use_id": call.id, "content": result.text}
-                    if not result.ok:
-                        block["is_error"] = True
-                    return {"role": "user", "content": [block]}
-                if dialect == "openai":
-                    return {"role": "tool", "tool_call_id": call.id, "content": result.text}
-                if dialect == "ollama":
-                    return {"role": "tool", "tool_name": call.name, "content": result.text}
-                raise ValueError(f"unknown dialect {dialect!r}")
-            '''),
+            changed("the 'error: ' prefix kept in Anthropic's flagged content", (
+                'block = {"type": "tool_result", "tool_use_id": call.id, "content": result.content}',
+                'block = {"type": "tool_result", "tool_use_id": call.id, "content": result.text}')),
             Wrong("Anthropic's result sent as a tool message", '''
                 if dialect == "anthropic":
                     return {"role": "tool", "tool_use_id": call.id, "content": result.content,
