@@ -29,12 +29,14 @@ so that the server can turn only the template's own markers into special tokens.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jinja2 import Template
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -71,6 +73,13 @@ def make_environment() -> ImmutableSandboxedEnvironment:
     return env
 
 
+@functools.lru_cache(maxsize=16)
+def compiled(template: str) -> Template:
+    """A template compiled once: a server renders every request (twice, ``render_prompt``)
+    with the same one, and compiling costs more than rendering."""
+    return make_environment().from_string(template)
+
+
 def render(template: str, messages: list[Message], tools: list[Tool] | None = None,
            add_generation_prompt: bool = True, **extra: Any) -> str:
     """Render ``messages`` (and ``tools``) into the prompt text the model will read.
@@ -79,8 +88,7 @@ def render(template: str, messages: list[Message], tools: list[Tool] | None = No
     model's next words are its answer. ``extra`` reaches the template as variables
     (``bos_token``, ``eos_token``, ...).
     """
-    compiled = make_environment().from_string(template)
-    return compiled.render(messages=messages, tools=tools or None,
+    return compiled(template).render(messages=messages, tools=tools or None,
                            add_generation_prompt=add_generation_prompt, **extra)
 
 

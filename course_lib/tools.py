@@ -29,7 +29,6 @@ import re
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
-import jsonschema
 from pydantic import Field, ValidationError, create_model
 from referencing import Registry
 
@@ -72,6 +71,8 @@ class DeclaredTool:
         """The arguments, if they satisfy the declared schema; else ``ValueError`` naming every problem,
         or ``BrokenSchema`` if the schema itself cannot check anything. A ``$ref`` is looked up
         inside the schema only: a declaration cannot make the client fetch an address."""
+        import jsonschema  # here, not at the top: importing it takes most of a second (its format checkers)
+
         try:
             jsonschema.Draft202012Validator.check_schema(self.parameters)
             validator = jsonschema.Draft202012Validator(self.parameters, registry=Registry())
