@@ -28,7 +28,7 @@ from typing import Any, Literal
 CallStyle = Literal["tagged", "fenced", "bare"]
 
 CALL_TAG = "<tool_call>"  # what opens a tagged call; one token in Qwen's vocabulary
-TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+TAGGED = re.compile(re.escape(CALL_TAG) + r"(.*?)(?:</tool_call>|$)", re.DOTALL)
 FENCED = re.compile(r"```[a-zA-Z]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 BLOCKS: tuple[tuple[re.Pattern[str], CallStyle], ...] = ((TAGGED, "tagged"), (FENCED, "fenced"))
 CALL_OPENERS = (CALL_TAG, "```", "{", "[")

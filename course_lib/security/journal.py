@@ -46,7 +46,8 @@ class RunJournal:
             raise FileExistsError(f"{self.path} holds the runs of a stopped table: --resume goes on with it; "
                                   "delete it to start again")
         if self.path.exists():
-            header, *lines = self.path.read_text().splitlines()
+            text = self.path.read_text()
+            header, *lines = text.splitlines()
             if json.loads(header) != settings:
                 raise JournalMismatch(f"{self.path} was written with {header}, not {json.dumps(settings)}: "
                                       "resume with the same model, scenarios and rows, or delete it")
@@ -58,6 +59,9 @@ class RunJournal:
                     self.kept[run["defense"], run["case"]] = run
                 except (ValueError, TypeError, KeyError):  # the last line of a killed run may be cut short
                     continue
+            if not text.endswith("\n"):  # end that half-written line, so the next run starts a line of its own
+                with open(self.path, "a") as file:
+                    file.write("\n")
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps(settings) + "\n")
@@ -70,15 +74,9 @@ class RunJournal:
         """Append one judged run (flushed at once: a crash loses at most the runs in flight)."""
         line = json.dumps(run, ensure_ascii=False)
         with self._lock, open(self.path, "a") as file:
-            file.write(("\n" if self._cut_short() else "") + line + "\n")
+            file.write(line + "\n")
             file.flush()
         self.kept[run["defense"], run["case"]] = run
-
-    def _cut_short(self) -> bool:
-        """Whether the file ends without a newline (a killed run's half-written line)."""
-        with open(self.path, "rb") as file:
-            file.seek(-1, 2)
-            return file.read(1) != b"\n"
 
     def close(self) -> None:
         """The table is saved: the journal is no longer needed."""
