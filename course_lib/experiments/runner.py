@@ -147,7 +147,8 @@ def right_call(prompt: Prompt, response: dict) -> bool:
     """The score for a labelled prompt: the right first call with the expected values, or no call.
 
     ``call`` prompts need their ``tool`` called first, with every listed argument equal to the
-    expected value (case-insensitive; ``None`` accepts any value). Other prompts need no call.
+    expected value (case-insensitive; ``None`` accepts any value; a list accepts any of its
+    values, as "Tokyo" or "東京" for a request written in Japanese). Other prompts need no call.
     """
     if prompt["kind"] != "call":
         return not response["calls"]
@@ -155,8 +156,15 @@ def right_call(prompt: Prompt, response: dict) -> bool:
         return False
     call = response["calls"][0]
     return call["name"] == prompt["tool"] and all(
-        expected is None or str(call["arguments"].get(name, "")).lower() == str(expected).lower()
-        for name, expected in prompt["arguments"].items())
+        argument_matches(call["arguments"].get(name, ""), expected) for name, expected in prompt["arguments"].items())
+
+
+def argument_matches(value: Any, expected: Any) -> bool:
+    """Whether a call's argument value is the expected one (see ``right_call``)."""
+    if expected is None:
+        return True
+    accepted = expected if isinstance(expected, list) else [expected]
+    return str(value).lower() in {str(option).lower() for option in accepted}
 
 
 def save(experiment: Experiment, folder: Path, server: str) -> Path:
