@@ -22,15 +22,24 @@ variable               what it does                                             
 ``HF_ENDPOINT``        the Hugging Face hub models are downloaded from (default     ``models``
                        ``https://huggingface.co``; a mirror's address instead), as
                        for Hugging Face's own tools
+``COURSE_LANG``        the language of the edition a kernel runs (``en``, the       ``checks``, ``grading``
+                       default, or ``ja``): what the checks print in; set by
+                       ``course.py lab --lang ja`` and by the grader
 =====================  ==========================================================  ==================
 
 Each is read when it is needed, not at import time, so a notebook or a test can change
 one and the next call sees it.
+
+Also here: where the course's files are. A code cell names a course file with
+``course_file("data/products.json")``, from the course's top folder, instead of
+``"../data/products.json"``, which holds only in a folder one level below the top: the
+Japanese edition's notebooks run from ``notebooks/ja/``, two levels below.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 DEFAULT_MODEL = "qwen2.5-coder:0.5b"
@@ -93,3 +102,53 @@ def api_key() -> str | None:
 def hub_endpoint() -> str:
     """``HF_ENDPOINT``: the Hugging Face hub to download models from (a mirror), else huggingface.co."""
     return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+def course_language() -> str:
+    """``COURSE_LANG``: the language of the edition this process runs (``en`` or ``ja``).
+
+    Without it, a process whose folder is a ``ja`` folder of ``notebooks/`` or ``exercises/``
+    (a kernel runs in its notebook's folder) is in the Japanese edition; anything else, English.
+    """
+    if value := os.environ.get("COURSE_LANG"):
+        if not re.fullmatch(r"[a-z]{2}", value):
+            raise ValueError(f"COURSE_LANG is a two-letter language code such as en or ja, not {value!r}")
+        return value
+    here = Path.cwd()
+    return "ja" if here.name == "ja" and here.parent.name in ("notebooks", "exercises") else "en"
+
+
+COURSE_ROOT = Path(__file__).resolve().parent.parent  # the course's top folder (the clone)
+
+
+def course_file(name: str | os.PathLike[str]) -> Path:
+    """The course's file (or folder) ``name``, given from the course's top folder, as a path
+    that works from the folder this code runs in::
+
+        PRODUCTS = json.loads(course_file("data/products.json").read_text())
+
+    ``"../data/products.json"`` works only one folder below the top (``notebooks/``), not in
+    the Japanese edition's ``notebooks/ja/``. This looks for ``name`` the way ``../`` did, at
+    any depth: in the current folder, then in each folder above it; the first that holds it
+    wins, so a copy of the course (the grader's scratch folder, with its own ``data/``) uses its
+    own files. When none holds it (a file still to be written), it is the one in the course's
+    top folder. The path is relative to the current folder when there is one (so a printed path
+    shows no machine's folders), else absolute (another drive, on Windows).
+    """
+    relative = Path(name)
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+        raise ValueError(f"course_file takes a path from the course's top folder, like 'data/products.json', "
+                         f"not {name!r}")
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / relative).exists():
+            return _from_here(folder / relative, here)
+    return _from_here(COURSE_ROOT / relative, here)
+
+
+def _from_here(path: Path, here: Path) -> Path:
+    """``path`` relative to ``here`` when one exists, else as it is."""
+    try:
+        return Path(os.path.relpath(path, here))
+    except ValueError:  # another drive (Windows): no relative path
+        return path
