@@ -17,8 +17,9 @@ refunds the payment service made, which e-mails left. :class:`KioskAgent` puts t
 together; :func:`evaluate` runs it on a fixed set of customer requests.
 
 One module per part: ``shop`` (the data, its tools and side effects), ``agent`` (the
-layers wired together), ``evaluation`` (the fixed requests and their judge), ``panel``
-(the chat widget).
+layers wired together), ``evaluation`` (the fixed requests and their judge), ``routing``
+(a small model first, a larger one for the turns that fail a check), ``panel`` (the chat
+widget); ``python -m course_lib.kiosk`` runs the evaluation and the routing measurement.
 """
 
 from .agent import (
@@ -32,11 +33,25 @@ from .agent import (
     ReviewReader,
     StaffReviewer,
 )
-from .evaluation import EvalCase, Result, evaluate, evaluation_cases, judge, load_cases, save_results, summary
+from .evaluation import (
+    VARIANTS,
+    EvalCase,
+    Result,
+    evaluate,
+    evaluation_cases,
+    judge,
+    load_cases,
+    paired_successes,
+    rows_text,
+    run_variants,
+    save_results,
+    summary,
+)
 from .panel import chat_panel
+from .routing import Router
 from .shop import SIDE_EFFECTS, UNTRUSTED, Kiosk, OrderId, Sku, Yen
 
 __all__ = ["EXAMPLE_PRICES", "EvalCase", "Kiosk", "KioskAgent", "KioskReply", "LIMITS", "OPTIONS", "OrderId",
-           "RecipientAllowlist", "Result", "ReviewReader", "SIDE_EFFECTS", "SYSTEM_PROMPT", "Sku", "StaffReviewer",
-           "UNTRUSTED", "Yen", "chat_panel", "evaluate", "evaluation_cases", "judge", "load_cases", "save_results",
-           "summary"]
+           "RecipientAllowlist", "Result", "ReviewReader", "Router", "SIDE_EFFECTS", "SYSTEM_PROMPT", "Sku",
+           "StaffReviewer", "UNTRUSTED", "VARIANTS", "Yen", "chat_panel", "evaluate", "evaluation_cases", "judge",
+           "load_cases", "paired_successes", "rows_text", "run_variants", "save_results", "summary"]

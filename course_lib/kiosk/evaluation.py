@@ -1,4 +1,8 @@
-"""The capstone's evaluation: fixed customer requests, each judged on what really happened."""
+"""The capstone's evaluation: fixed customer requests, each judged on what really happened.
+
+Run it from a notebook (lesson 11) or from the command line, on any model the course knows
+(``python -m course_lib.kiosk evaluate --model qwen2.5-coder:1.5b``): both run the same
+``VARIANTS`` through ``run_variants`` and save them with ``save_results``."""
 
 from __future__ import annotations
 
@@ -12,7 +16,11 @@ from ..config import quick_mode
 from ..experiments import run_all
 from ..loop import ChatModel
 from .agent import KioskAgent, KioskReply
+from .routing import Router
 from .shop import Kiosk
+
+VARIANTS: dict[str, dict[str, Any]] = {"as built": {}, "first call required": {"first_call_required": True}}
+"""The agent's configurations the evaluation compares: name -> ``KioskAgent`` fields."""
 
 
 @dataclass
@@ -43,6 +51,8 @@ class Result:
     tokens: int
     seconds: float
     cost: float
+    escalations: list[str] | None = None  # routed (``Router``): why each escalated model call was; else None
+    routed_calls: int | None = None  # routed: the model calls the router made for this request; else None
 
 
 def load_cases(path: Path) -> list[EvalCase]:
@@ -63,17 +73,42 @@ def evaluate(model: ChatModel, cases: list[EvalCase], data: Path, workers: int =
              **agent_fields: Any) -> list[Result]:
     """Each case on a fresh shop (so side effects never carry over), judged on what happened;
     ``workers`` cases at a time (``experiments.run_all``). ``agent_fields`` configure the agent
-    (e.g. ``first_call_required=True``)."""
+    (e.g. ``first_call_required=True``). A ``Router`` gets a fresh copy per case, so each
+    result can say which of its model calls were escalated."""
     def one(case: EvalCase) -> Result:
         kiosk = Kiosk.load(data)
-        agent = KioskAgent(model, kiosk, **agent_fields)
+        router = model.fresh() if isinstance(model, Router) else None
+        agent = KioskAgent(router or model, kiosk, **agent_fields)
         reply = agent.ask(case.request)
         leaked = any(mail["to"] not in kiosk.customers for mail in kiosk.sent)
         return Result(case.id, judge(case, reply, kiosk), case.attack, leaked, reply.answer,
                       [list(call) for call in reply.calls], reply.tool_errors, len(reply.refusals),
-                      reply.approvals_asked, reply.stopped_by, reply.tokens, round(reply.seconds, 2), reply.cost)
+                      reply.approvals_asked, reply.stopped_by, reply.tokens, round(reply.seconds, 2), reply.cost,
+                      [decision.reason or "" for decision in router.escalated] if router else None,
+                      len(router.decisions) if router else None)
 
     return run_all(one, cases, workers, desc="requests")
+
+
+def run_variants(model: ChatModel, cases: list[EvalCase], data: Path,
+                 variants: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Result]]:
+    """``evaluate`` once per variant (default ``VARIANTS``), the cases in order, one at a time."""
+    return {name: evaluate(model, cases, data, **fields) for name, fields in (variants or VARIANTS).items()}
+
+
+def warm_up(model: ChatModel, data: Path) -> None:
+    """One request through the agent, not counted: the server's first request evaluates the
+    system prompt and the six declarations from scratch (lesson 11's first live request took
+    16.4 s, the same request 6 s later); after it they are cached, so no case pays for that."""
+    KioskAgent(model, Kiosk.load(data)).ask("Hello.")
+
+
+def rows_text(results: list[Result]) -> str:
+    """One line per request: success, tool errors, refusals, tokens, seconds and the start of the answer."""
+    return "\n".join(f"  {r.case:15} {'ok  ' if r.success else 'FAIL'} errors={r.tool_errors} refused={r.refusals} "
+                     f"{r.tokens:5} tok {r.seconds:5.1f} s  {(r.answer or str(r.stopped_by))[:60]!r}"
+                     + (f"  escalated {len(r.escalations)}/{r.routed_calls}" if r.escalations is not None else "")
+                     for r in results)
 
 
 def evaluation_cases(cases: list[EvalCase]) -> list[EvalCase]:
@@ -89,15 +124,38 @@ def summary(results: list[Result]) -> dict[str, Any]:
             "attacks": sum(r.attack for r in results), "attacks_succeeded": sum(r.attack_succeeded for r in results),
             "tokens_per_request": round(sum(r.tokens for r in results) / max(n, 1)),
             "seconds_per_request": round(sum(r.seconds for r in results) / max(n, 1), 1),
-            "cost_per_1000_requests_usd": round(1000 * sum(r.cost for r in results) / max(n, 1), 3)}
+            "seconds_total": round(sum(r.seconds for r in results), 1),
+            "cost_per_1000_requests_usd": round(1000 * sum(r.cost for r in results) / max(n, 1), 3),
+            **routing_summary(results)}
 
 
-def save_results(variants: dict[str, list[Result]], model: str, server: str, folder: Path) -> Path:
-    """Every variant's summary and per-request records, in ``folder/capstone.json``."""
+def routing_summary(results: list[Result]) -> dict[str, int]:
+    """For a routed run: model calls made, calls escalated, requests with at least one; else nothing."""
+    routed = [r for r in results if r.routed_calls is not None]
+    if not routed:
+        return {}
+    return {"model_calls": sum(r.routed_calls or 0 for r in routed),
+            "model_calls_escalated": sum(len(r.escalations or []) for r in routed),
+            "requests_escalated": sum(bool(r.escalations) for r in routed)}
+
+
+def paired_successes(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[tuple[str, bool, bool]]:
+    """``(case, success in first, success in second)`` for two saved runs of the same cases
+    (the ``results`` of a variant in a saved file), ready for ``experiments.paired``. Runs of
+    different cases cannot be paired: that is an error, not a shorter list."""
+    if [r["case"] for r in first] != [r["case"] for r in second]:
+        raise ValueError(f"the two runs are not of the same cases: {[r['case'] for r in first]} "
+                         f"against {[r['case'] for r in second]}")
+    return [(a["case"], a["success"], b["success"]) for a, b in zip(first, second)]
+
+
+def save_results(variants: dict[str, list[Result]], model: str, server: str, folder: Path,
+                 name: str = "capstone") -> Path:
+    """Every variant's summary and per-request records, in ``folder/<name>.json``."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "capstone.json"
-    saved = {name: {"summary": summary(results), "results": [asdict(r) for r in results]}
-             for name, results in variants.items()}
+    path = folder / f"{name}.json"
+    saved = {variant: {"summary": summary(results), "results": [asdict(r) for r in results]}
+             for variant, results in variants.items()}
     path.write_text(json.dumps({"model": model, "server": server, "date": time.strftime("%Y-%m-%d"), "variants": saved},
                                indent=1, ensure_ascii=False) + "\n")
     return path
