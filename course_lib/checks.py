@@ -10,6 +10,16 @@ top and uses only builtins, so that the grader can compile a fresh copy of it in
 learner's kernel, before the learner's cells run, and call that copy from the published
 check cells (``course_lib.grading``): rebinding ``check`` or patching this module in
 ``sys.modules`` then changes nothing the grade reads.
+
+The checks speak the learner's language. The code of a check cell is the same in every
+edition, so its English ``what`` and ``hint`` are translated when they are shown: ``said``
+looks them up in ``MESSAGES``, the language's message catalogue
+(``translations/ja/checks.md``, read by ``course_lib.translation.messages``). A message
+made with an f-string is looked up by its template, ``f"declaring `now` costs {cost_now}
+tokens"`` by ``declaring `now` costs {cost_now} tokens``, and its values go into the
+translated template where it names them. A message the catalogue lacks is shown in
+English. The grader's copy of this module gets ``LANGUAGE`` and ``MESSAGES`` before any
+learner cell runs; imported normally, they are read on first use (``COURSE_LANG``).
 """
 
 from __future__ import annotations
@@ -24,11 +34,106 @@ class CheckFailed(AssertionError):
     """An exercise check did not pass; the message says what was expected and gives a hint."""
 
 
+LANGUAGE: str | None = None  # the learner's language; None: not read yet
+MESSAGES: dict[str, str] | None = None  # an English message or template: its translation
+LABELS = {  # the checks' own words, each with the spaces that line the values up
+    "en": {"hint": "  hint: ", "expected": "  expected: ", "got": "  got:      ",
+           "expected about": "  expected about: ", "got about": "  got:          "},
+    "ja": {"hint": "  ヒント: ", "expected": "  期待値: ", "got": "  実際:   ",
+           "expected about": "  期待値 (約): ", "got about": "  実際:        "},
+}
+
+
+def _table() -> tuple[str, dict[str, str]]:
+    """The language and its messages, read once when this module was imported normally."""
+    global LANGUAGE, MESSAGES
+    if LANGUAGE is None or MESSAGES is None:
+        from course_lib.config import course_language
+        from course_lib.translation.messages import translations
+
+        LANGUAGE = course_language()
+        MESSAGES = translations(LANGUAGE)
+    return LANGUAGE, MESSAGES
+
+
+def template_parts(template: str) -> tuple[list[str], list[str]]:
+    """A message template's fixed texts and the placeholders between them, as an f-string
+    reads: ``"{n} of {total} passed"`` is ``(["", " of ", " passed"], ["n", "total"])``;
+    ``{{`` and ``}}`` are a brace. There is always one more fixed text than placeholders."""
+    texts, names, current, index = [], [], "", 0
+    while index < len(template):
+        two = template[index:index + 2]
+        if two in ("{{", "}}"):
+            current += two[0]
+            index += 2
+        elif template[index] == "{":
+            depth, end = 1, index + 1
+            while end < len(template) and depth:
+                depth += {"{": 1, "}": -1}.get(template[end], 0)
+                end += 1
+            if depth:
+                raise ValueError(f"an unclosed {{ in the message {template!r}")
+            texts.append(current)
+            names.append(template[index + 1:end - 1])
+            current, index = "", end
+        else:
+            current += template[index]
+            index += 1
+    texts.append(current)
+    return texts, names
+
+
+def filled(text: str, english: str, translated: str) -> str | None:
+    """``translated`` with the values ``text`` holds where the template ``english`` has its
+    placeholders, if ``text`` is ``english`` with some values in them; else None."""
+    texts, names = template_parts(english)
+    if not names:
+        return template_parts(translated)[0][0] if text == texts[0] else None
+    if not (text.startswith(texts[0]) and text.endswith(texts[-1]) and len(text) >= len(texts[0]) + len(texts[-1])):
+        return None
+    values: dict[str, str] = {}
+    start, end = len(texts[0]), len(text) - len(texts[-1])
+    for name, following in zip(names, texts[1:-1]):
+        found = text.find(following, start, end)
+        if found < 0:
+            return None
+        values.setdefault(name, text[start:found])
+        start = found + len(following)
+    values.setdefault(names[-1], text[start:end])
+    parts, wanted = template_parts(translated)
+    return parts[0] + "".join(values.get(name, "{" + name + "}") + part for name, part in zip(wanted, parts[1:]))
+
+
+def said(text: str) -> str:
+    """``text``, a check's ``what`` or ``hint``, in the learner's language (as it is, if the
+    catalogue has no translation of it)."""
+    language, messages = _table()
+    if language == "en" or type(text) is not str:
+        return text
+    exact = messages.get(text.replace("{", "{{").replace("}", "}}"))
+    if exact is not None:
+        return template_parts(exact)[0][0]
+    templates = sorted((english for english in messages if "{" in english.replace("{{", "")),
+                       key=lambda english: -len("".join(template_parts(english)[0])))
+    for english in templates:
+        result = filled(text, english, messages[english])
+        if result is not None:
+            return result
+    return text
+
+
+def _failed(what: str, hint: str, *shown: tuple[str, str]) -> CheckFailed:
+    """The error of a failed check: what was checked, the values shown, the hint."""
+    labels = LABELS.get(_table()[0], LABELS["en"])
+    lines = [f"✘ {said(what)}", *(labels[label] + value for label, value in shown)]
+    return CheckFailed("\n".join(lines + ([labels["hint"] + said(hint)] if hint else [])))
+
+
 def check(condition: bool, what: str, hint: str = "") -> None:
     """Pass when ``condition`` is true; ``what`` says what is being checked."""
     if not condition:
-        raise CheckFailed(f"✘ {what}" + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✔ {what}")
+        raise _failed(what, hint)
+    print(f"✔ {said(what)}")
 
 
 def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
@@ -39,9 +144,8 @@ def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
     whose ``__eq__`` says yes to everything does not pass.
     """
     if not same(actual, expected):
-        raise CheckFailed(f"✘ {what}\n  expected: {expected!r}\n  got:      {_shown(actual)}"
-                          + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✔ {what}")
+        raise _failed(what, hint, ("expected", repr(expected)), ("got", _shown(actual)))
+    print(f"✔ {said(what)}")
 
 
 def check_close(actual: float, expected: float, what: str, hint: str = "", rel: float = 1e-6) -> None:
@@ -49,9 +153,8 @@ def check_close(actual: float, expected: float, what: str, hint: str = "", rel: 
     value = _as_float(actual)
     close = value is not None and abs(value - expected) <= rel * max(abs(expected), 1e-12)
     if not close:
-        raise CheckFailed(f"✘ {what}\n  expected about: {expected!r}\n  got:          {_shown(actual)}"
-                          + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✔ {what}")
+        raise _failed(what, hint, ("expected about", repr(expected)), ("got about", _shown(actual)))
+    print(f"✔ {said(what)}")
 
 
 def _as_float(value: Any) -> float | None:

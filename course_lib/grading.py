@@ -5,6 +5,11 @@
 (``course_lib.gradebook`` grades a whole class with it, each submission in a sandbox from
 ``course_lib.sandbox``). The checks that check cells call (``check``, ``check_equal``,
 ``check_close``, ``uses_reference``) are in ``course_lib.checks`` and imported from here.
+
+A notebook of a translated edition (``exercises/ja/``, whose metadata says
+``"course": {"language": "ja"}``) is graded against the published notebook of its edition, and
+its report is in its language: the line per exercise, the checks' messages
+(``translations/ja/checks.md``, given to the kernel's copy of the checks) and the summary.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import stat
 import subprocess
 import threading
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +38,8 @@ from .checks import check as check
 from .checks import check_close as check_close
 from .checks import check_equal as check_equal
 from .checks import uses_reference as uses_reference
+from .translation.build import language_of
+from .translation.messages import translations
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
@@ -51,7 +59,9 @@ if TYPE_CHECKING:
 # Which cells belong to which exercise comes from the published notebook (exercises/):
 # the cells after a "## Exercise N · Title" heading, up to the next one, are exercise N;
 # the cells before the first heading are the setup. Notebook 11 has "## Step N" headings
-# instead: its steps build one thing, so together they are one exercise.
+# instead: its steps build one thing, so together they are one exercise. A translated
+# notebook's headings are found by their cell ids, which are the English headings' ids
+# (exercises/ja/ is built from exercises/, cell by cell), and titled in its own words.
 #
 # Checks a learner cannot reach. The learner's cells run in the kernel before the checks,
 # so they could rebind `check`, patch `course_lib.grading` or `sys.modules`, swallow
@@ -103,21 +113,49 @@ class Section:
         return [cell for cell in self.cells if is_check(cell)]
 
 
-def sections(notebook: Any) -> list[Section]:
+def headings_of(english: Any) -> dict[str, tuple[str, int]]:
+    """The heading cells of an English notebook by cell id: ``("Exercise", 2)``, ``("Step", 1)``."""
+    found = {}
+    for cell in english.cells:
+        heading = HEADING.match((cell.source.splitlines() or [""])[0]) if cell.cell_type == "markdown" else None
+        if heading and cell.get("id"):
+            found[cell.id] = (heading.group(1), int(heading.group(2)))
+    return found
+
+
+def _after(line: str, separators: str) -> str:
+    """The text of a heading ``line`` after the first of ``separators`` in it (else the whole
+    line without its ``#``): a translated heading's title."""
+    place = min((line.index(mark) for mark in separators if mark in line), default=None)
+    return (line[place + 1:] if place is not None else line.lstrip("#")).strip()
+
+
+def sections(notebook: Any, english: Any = None) -> list[Section]:
     """Split a notebook into its setup and its exercises, by the ``##`` headings.
 
     A ``## Step N`` heading continues the current exercise; before any exercise it starts
     exercise 1, titled after the notebook's own ``# Exercise · Lesson NN, title`` line.
+    A translated notebook passes the ``english`` notebook it was built from: the cells that
+    hold its headings (same ids) are the headings, each titled after its ``·``.
     """
+    headings = headings_of(english) if english is not None else {}
     first_line = (notebook.cells[0].source.splitlines() or [""])[0] if notebook.cells else ""
     lesson_title = NOTEBOOK_TITLE.match(first_line)
+    title_of_lesson = _after(first_line, ",、") if english is not None else \
+        lesson_title.group(1) if lesson_title else ""
     parts = [Section(0, "setup")]
     for cell in notebook.cells:
-        heading = HEADING.match((cell.source.splitlines() or [""])[0]) if cell.cell_type == "markdown" else None
-        if heading and heading.group(1) == "Exercise":
-            parts.append(Section(int(heading.group(2)), heading.group(3)))
+        line = (cell.source.splitlines() or [""])[0]
+        heading: tuple[str, int, str] | None = None
+        if cell.cell_type == "markdown" and cell.get("id") in headings:
+            kind, number = headings[cell.id]
+            heading = (kind, number, _after(line, "·"))
+        elif cell.cell_type == "markdown" and (found := HEADING.match(line)):
+            heading = (found.group(1), int(found.group(2)), found.group(3))
+        if heading and heading[0] == "Exercise":
+            parts.append(Section(heading[1], heading[2]))
         elif heading and len(parts) == 1:  # a "Step" heading opens the notebook's one exercise
-            title = lesson_title.group(1) if lesson_title else heading.group(3)
+            title = title_of_lesson or heading[2]
             parts.append(Section(1, title[:1].upper() + title[1:]))
         parts[-1].cells.append(cell)
     return parts
@@ -133,26 +171,43 @@ class Result:
     status: str
     message: str = ""
     note: str = ""  # for the instructor: code to read by hand, what happened around the run
+    language: str = "en"  # the notebook's edition: the language its report is written in
 
     @property
     def label(self) -> str:
-        return f"Exercise {self.exercise} · {self.title}" if self.exercise is not None else self.notebook
+        words = REPORT_WORDS.get(self.language, REPORT_WORDS["en"])
+        return words["exercise"].format(number=self.exercise, title=self.title) if self.exercise is not None \
+            else self.notebook
+
+
+REPORT_WORDS = {  # the report's own words, in each edition's language
+    "en": {"exercise": "Exercise {number} · {title}", "passed": "passed", "failed": "failed",
+           "not attempted": "not attempted", "error": "error", "summary": "{passed} of {total} exercises passed"},
+    "ja": {"exercise": "演習 {number} · {title}", "passed": "合格", "failed": "不合格", "not attempted": "未着手",
+           "error": "エラー", "summary": "{total} 問中 {passed} 問が合格"},
+}
+GRADER_SAYS = {  # the grader's most frequent messages, translated where they are shown (the rarer ones stay English)
+    "ja": {"the setup cell failed: ": "セットアップのセルが失敗しました: ",
+           " (in your code)": " (あなたのコードで)",
+           "this exercise has no check cell": "この演習にはチェックのセルがありません"},
+}
 
 
 
-def submission(learner: Any, published: Any) -> Any:
+def submission(learner: Any, published: Any, english: Any = None) -> Any:
     """The notebook that is graded: the learner's code cells with the published check cells.
 
     Section by section (matched by exercise number), the learner's code cells are kept in
     their order, except their check cells: the published checks of that section take the
     place of the first one (or go last, if the learner deleted them). Every cell is tagged
     ``metadata.grading = {"section": n, "check": bool}`` so that results can be read back.
+    ``english``: for a translated notebook, the English one (see ``sections``).
     """
     import nbformat
 
-    mine = {part.number: part for part in sections(learner)}
+    mine = {part.number: part for part in sections(learner, english)}
     graded = nbformat.v4.new_notebook(metadata=published.metadata)
-    for part in sections(published):
+    for part in sections(published, english):
         cells, checks_placed = [], False
         published_checks = [nbformat.v4.new_code_cell(cell.source) for cell in part.checks]
         for cell in mine.get(part.number, Section(part.number, "")).code:
@@ -187,6 +242,7 @@ def _course_grading_install(checks_source, sources, name, limit):
     kept = dict(vars(builtins))
     checks = {"__name__": "course_lib.checks", "__builtins__": kept}
     exec(compile(checks_source, "course_lib/checks.py", "exec"), checks)
+    checks["LANGUAGE"], checks["MESSAGES"] = %(language)r, %(messages)r
     user_ns, reference = get_ipython().user_ns, checks["uses_reference"]
     fresh = {name_: checks[name_] for name_ in %(names)r}
     fresh["uses_reference"] = lambda call, *references: reference(call, *references, namespaces=(user_ns,))
@@ -230,13 +286,15 @@ del _course_grading_install
 """
 
 
-def preamble(module: str, sources: dict[int, str]) -> str:
+def preamble(module: str, sources: dict[int, str], language: str = "en",
+             messages: dict[str, str] | None = None) -> str:
     """The hidden first cell of a graded kernel (see the comment above): the published checks'
     ``sources`` by number, compiled before any learner cell runs; the key is made in the kernel
-    and comes back as the cell's output, so it is in no cell's text (nor IPython's history)."""
+    and comes back as the cell's output, so it is in no cell's text (nor IPython's history).
+    The checks speak ``language``, with the message catalogue ``messages`` (``course_lib.checks``)."""
     checks = (Path(__file__).parent / "checks.py").read_text()
     return PREAMBLE % {"names": CHECK_NAMES, "mime": VERDICT, "source": checks, "sources": sources,
-                       "module": module, "limit": TEXT_LIMIT}
+                       "module": module, "limit": TEXT_LIMIT, "language": language, "messages": messages or {}}
 
 
 def harness(number: int, nonce: str, module: str) -> str:
@@ -351,6 +409,12 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
     quiet.setLevel(logging.CRITICAL)
     deadline = time.monotonic() + (notebook_timeout if notebook_timeout is not None else float("inf"))
     cells, notes, starts, index = notebook.cells, [], 0, 0
+    language, messages = language_of(notebook), {}
+    if language != "en":
+        try:
+            messages = translations(language)
+        except ValueError as problem:  # a catalogue that cannot be read: the checks speak English, and the row says so
+            notes.append(f"the check messages are shown in English: {problem}")
     sources = {}
     for number, cell in enumerate(cells):
         if cell.metadata["grading"]["check"]:
@@ -368,7 +432,7 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
         try:
             async with client.async_setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                                  cleanup_kc=True):  # the kernel ends with the block, ours or not
-                first = nbformat.v4.new_code_cell(preamble(module, sources))
+                first = nbformat.v4.new_code_cell(preamble(module, sources, language, messages))
                 if await _run_cell(client, first, 60, grace, store_history=False) != "done" or not key_of(first):
                     notes.append(f"the grader's first cell failed in this kernel: {error_of(first)}")
                 key = key_of(first) or ""
@@ -467,9 +531,9 @@ def error_of(cell: Any) -> tuple[str, str] | None:
 # --------------------------------------------------------------------------------------
 
 def judge(graded: Any, published: Any, name: str, cell_timeout: float,
-          notebook_timeout: float | None = None) -> list[Result]:
-    """Read each exercise's status from an executed ``submission`` notebook."""
-    parts = sections(published)[1:]
+          notebook_timeout: float | None = None, english: Any = None) -> list[Result]:
+    """Read each exercise's status from an executed ``submission`` notebook (``english``: see ``sections``)."""
+    parts = sections(published, english)[1:]
     by_section: dict[int, list[Any]] = {}
     for cell in graded.cells:
         by_section.setdefault(cell.metadata["grading"]["section"], []).append(cell)
@@ -484,7 +548,7 @@ def judge(graded: Any, published: Any, name: str, cell_timeout: float,
         status, message = verdict(by_section.get(part.number, []), cell_timeout, notebook_timeout)
         if setup_failure:
             status, message = "error", f"the setup cell failed: {setup_failure}"
-        results.append(Result(name, part.number, part.title, status, message))
+        results.append(Result(name, part.number, part.title, status, message, language=language_of(published)))
     return results
 
 
@@ -630,6 +694,8 @@ def grade(path: Path, folder: Path | None = None, model_url: str | None = None, 
     copied alone into a scratch folder and its kernel runs locked down there
     (``course_lib.sandbox``). ``model_url`` is a running model server for the kernel's
     ``connect()`` (serving ``model``); without one, ``connect()`` finds or starts its own.
+    A notebook of a translated edition (its metadata says so) is graded against the published
+    notebook of that edition (``exercises/ja/``), with ``COURSE_LANG`` set for its kernel.
     """
     path = Path(path)
     reference = published / path.name
@@ -667,22 +733,30 @@ def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[
 
     try:
         learner = nbformat.read(path, as_version=4)
-        expected = sections(nbformat.read(reference, as_version=4))
-        mine = sections(learner)
     except Exception as problem:  # invalid JSON, not a notebook, unreadable: nbformat raises many kinds
         message = f"not a readable notebook: {type(problem).__name__}: {problem}"
         return [Result(name, None, "", "error", message[:300])]
+    language, english = language_of(learner), None
+    if language != "en":  # a translated edition's notebook: its published notebook is that edition's
+        english, reference = nbformat.read(reference, as_version=4), reference.parent / language / reference.name
+        if not reference.is_file():
+            return [Result(name, None, "", "error", f"no exercises/{language}/{name}: build the edition first "
+                           f"(python -m course_lib.translation build {language})", language=language)]
+    published_notebook = nbformat.read(reference, as_version=4)
+    expected, mine = sections(published_notebook, english), sections(learner, english)
     if not {part.number for part in mine[1:]} & {part.number for part in expected[1:]}:
         return [Result(name, None, "", "error",
-                       f"not one of the course's notebooks (none of the exercise headings of {name})")]
-    published_notebook = nbformat.read(reference, as_version=4)
-    graded = submission(learner, published_notebook)
+                       f"not one of the course's notebooks (none of the exercise headings of {name})",
+                       language=language)]
+    graded = submission(learner, published_notebook, english)
+    env = {**env, "COURSE_LANG": language}
     try:
         notes = execute(graded, folder, cell_timeout, env, notebook_timeout=notebook_timeout, grace=grace,
                         manager=manager)
     except Exception as problem:  # the kernel could not start, for example
-        return [Result(name, None, "", "error", f"could not run: {type(problem).__name__}: {problem}"[:300])]
-    results = judge(graded, published_notebook, name, cell_timeout, notebook_timeout)
+        return [Result(name, None, "", "error", f"could not run: {type(problem).__name__}: {problem}"[:300],
+                       language=language)]
+    results = judge(graded, published_notebook, name, cell_timeout, notebook_timeout, english)
     own, theirs = {part.number: part for part in mine}, {part.number: part for part in expected}
     setup_review = review_notes(own[0].code if 0 in own else [])
     for result in results:
@@ -699,18 +773,34 @@ def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[
 COLOURS = {"passed": "\033[32m", "failed": "\033[31m", "not attempted": "\033[33m", "error": "\033[31m"}
 
 
+def width(text: str) -> int:
+    """How many columns ``text`` takes in a terminal: a wide character (Japanese) takes two."""
+    return sum(2 if unicodedata.east_asian_width(character) in "WF" else 1 for character in text)
+
+
+def _grader_said(message: str, language: str) -> str:
+    """The grader's own words in ``message``, in ``language`` where the table has them."""
+    for english, translated in GRADER_SAYS.get(language, {}).items():
+        message = message.replace(english, translated)
+    return message
+
+
 def format_report(results: list[Result], colour: bool = False) -> str:
     """The learner's report: one line per exercise, the check's message under a failure,
-    and a last line with the count, such as ``2 of 4 exercises passed``."""
-    width = max((len(result.label) for result in results), default=0)
+    and a last line with the count, such as ``2 of 4 exercises passed``; in the notebook's
+    language (``Result.language``: ``演習 1 · ...  合格``, ``4 問中 2 問が合格``)."""
+    language = results[0].language if results else "en"
+    words = REPORT_WORDS.get(language, REPORT_WORDS["en"])
+    widest = max((width(result.label) for result in results), default=0)
     lines = []
     for result in results:
-        status = f"{COLOURS[result.status]}{result.status}\033[0m" if colour else result.status
-        lines.append(f"{result.label:<{width}}  {status}")
-        lines += ["    " + line for line in result.message.splitlines()]
+        said = words[result.status]
+        status = f"{COLOURS[result.status]}{said}\033[0m" if colour else said
+        lines.append(f"{result.label}{' ' * (widest - width(result.label))}  {status}")
+        lines += ["    " + line for line in _grader_said(result.message, language).splitlines()]
     exercises = [result for result in results if result.exercise is not None]
     passed = sum(result.status == "passed" for result in exercises)
-    lines.append(f"{passed} of {len(exercises)} exercises passed")
+    lines.append(words["summary"].format(passed=passed, total=len(exercises)))
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ LAYERS = [
     {"security"},
     {"display"},
     {"kiosk"},
-    {"checks", "grading", "gradebook", "sandbox", "exercises", "refresh", "slides", "lesson_plan"},
+    {"checks", "grading", "gradebook", "sandbox", "exercises", "refresh", "slides", "lesson_plan", "translation"},
 ]
 
 
