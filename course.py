@@ -5,7 +5,10 @@
     python3 course.py test    # install what is missing, fetch the model, run every test
 
 ``lab`` opens ``notebooks/``; a folder named first opens that one instead
-(``python3 course.py lab exercises``). Every other argument goes to JupyterLab as it is:
+(``python3 course.py lab exercises``). ``--lang ja`` opens the Japanese edition instead
+(``notebooks/ja/``, or ``exercises/ja/`` with ``exercises``), whose checks and grading speak
+Japanese (``COURSE_LANG=ja`` in JupyterLab's environment); ``--lang en`` is the default. Every
+other argument goes to JupyterLab as it is:
 ``python3 course.py lab --no-browser --port 8899 --IdentityProvider.token=SECRET`` runs it
 headless on a port and with a token of your choice (what ``tests/test_browser.py`` does).
 
@@ -108,9 +111,11 @@ def imports(*modules: str) -> bool:
                                               capture_output=True, cwd=ROOT).returncode == 0
 
 
-def run(*args: str | Path) -> None:
+def run(*args: str | Path, env: dict[str, str] | None = None) -> None:
+    """Run a command in the course's folder (with ``env`` as its whole environment, if given);
+    stop with its exit status if it fails."""
     print("$", " ".join(str(a) for a in args), flush=True)
-    done = subprocess.run([str(a) for a in args], cwd=ROOT)
+    done = subprocess.run([str(a) for a in args], cwd=ROOT, env=env)
     if done.returncode != 0:
         sys.exit(done.returncode)
 
@@ -747,30 +752,68 @@ def course_python(args: list[str]) -> int:
         return 130
 
 
-def lab_folder(args: list[str]) -> tuple[str, list[str]]:
-    """The folder JupyterLab opens, and the arguments left for JupyterLab itself.
+LANGUAGES = ("en", "ja")  # the editions: the English one, and the Japanese one in notebooks/ja/ and exercises/ja/
+EDITION_FOLDERS = ("notebooks", "exercises")  # the folders that have an edition per language
+
+
+def lab_language(args: list[str]) -> tuple[str | None, list[str]]:
+    """The language ``--lang ja`` (or ``--lang=ja``) asks for (None: not given), and the other arguments."""
+    rest, language = [], None
+    index = 0
+    while index < len(args):
+        argument = args[index]
+        if argument == "--lang" or argument.startswith("--lang="):
+            if argument == "--lang" and index + 1 >= len(args):
+                sys.exit(f"--lang needs a language: {', '.join(LANGUAGES)}")
+            language = argument.split("=", 1)[1] if "=" in argument else args[index + 1]
+            index += 1 if "=" in argument else 2
+            if language not in LANGUAGES:
+                sys.exit(f"--lang {language}: the course has the editions {', '.join(LANGUAGES)}")
+            continue
+        rest.append(argument)
+        index += 1
+    return language, rest
+
+
+def lab_folder(args: list[str], language: str | None = None) -> tuple[str, list[str], str]:
+    """The folder JupyterLab opens, the arguments left for JupyterLab itself, and the edition's language.
 
     ``notebooks`` (next to this file), unless the first argument is not an option: then it
     names the folder, relative to where you are or else to this file (``exercises`` works
     from anywhere). A folder that is not there stops here, before anything is installed.
+    With ``language`` other than ``en``, the course's ``notebooks`` and ``exercises`` become
+    that edition's folder (``notebooks/ja``); a folder of an edition named directly
+    (``exercises/ja``) is in that edition's language without ``--lang``.
     """
-    if not args or args[0].startswith("-"):
-        return "notebooks", args
-    given = Path(args[0]).expanduser()
-    folder = next((f.resolve() for f in (given, ROOT / given) if f.is_dir()), None)
-    if folder is None:
-        sys.exit(f"{args[0]} is not a folder: `python3 course.py lab` opens notebooks/, "
-                 "`python3 course.py lab FOLDER` another folder (e.g. exercises).")
-    return str(folder), args[1:]
+    named = bool(args) and not args[0].startswith("-")
+    folder, rest = ROOT / "notebooks", args
+    if named:
+        given = Path(args[0]).expanduser()
+        found = next((f.resolve() for f in (given, ROOT / given) if f.is_dir()), None)
+        if found is None:
+            sys.exit(f"{args[0]} is not a folder: `python3 course.py lab` opens notebooks/, "
+                     "`python3 course.py lab FOLDER` another folder (e.g. exercises).")
+        folder, rest = found, args[1:]
+    top_folders = [ROOT / name for name in EDITION_FOLDERS]
+    edition = folder.name if folder.name in LANGUAGES and folder.parent in top_folders else None
+    if language is None:
+        language = edition or "en"
+    elif language != "en" and edition is None and folder in top_folders:
+        folder = folder / language
+        if not folder.is_dir():
+            sys.exit(f"There is no {folder.relative_to(ROOT).as_posix()}/ yet: build the edition with "
+                     f"`python3 course.py python -m course_lib.translation build {language}`.")
+    return str(folder) if named else folder.relative_to(ROOT).as_posix(), rest, language
 
 
 def main(argv: list[str]) -> int:
     command, rest = (argv[0], argv[1:]) if argv else ("", [])
     if command == "lab":
-        folder, options = lab_folder(rest)
+        language, rest = lab_language(rest)
+        folder, options, language = lab_folder(rest, language)
         setup()
         as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
-        run(python(), "-m", "jupyter", "lab", folder, *as_root, *options)
+        run(python(), "-m", "jupyter", "lab", folder, *as_root, *options, env={**os.environ, "COURSE_LANG": language})
     elif command == "test":
         setup(("test", "agentdojo"))  # AgentDojo's benchmark is tested too
         run(python(), "-m", "pytest", *rest)

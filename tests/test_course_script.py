@@ -321,8 +321,18 @@ def lab_runs(monkeypatch):
     commands: list[list[str]] = []
     monkeypatch.setattr(course, "setup", lambda: None)
     monkeypatch.setattr(course, "python", lambda: Path("py"))
-    monkeypatch.setattr(course, "run", lambda *args: commands.append([str(a) for a in args]))
+    monkeypatch.setattr(course, "run", lambda *args, env=None: commands.append([str(a) for a in args]))
     return commands
+
+
+@pytest.fixture
+def lab_environments(monkeypatch):
+    """The environment ``course.py lab`` would start JupyterLab with, one per run."""
+    environments: list[dict[str, str]] = []
+    monkeypatch.setattr(course, "setup", lambda: None)
+    monkeypatch.setattr(course, "python", lambda: Path("py"))
+    monkeypatch.setattr(course, "run", lambda *args, env=None: environments.append({"folder": str(args[4]), **env}))
+    return environments
 
 
 def test_lab_opens_the_notebooks_and_passes_jupyterlab_options_through(lab_runs):
@@ -330,6 +340,37 @@ def test_lab_opens_the_notebooks_and_passes_jupyterlab_options_through(lab_runs)
     (command,) = lab_runs
     assert command[:5] == ["py", "-m", "jupyter", "lab", "notebooks"]
     assert command[-4:] == ["--no-browser", "--port", "8899", "--IdentityProvider.token=abc"]
+
+
+def test_lab_opens_the_japanese_edition_with_its_language_in_jupyterlabs_environment(lab_environments, tmp_path,
+                                                                                       monkeypatch):
+    monkeypatch.setattr(course, "ROOT", tmp_path)
+    for folder in ("notebooks/ja", "exercises/ja"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.setenv("COURSE_LANG", "ja")  # from the shell: --lang decides, and en is the default
+    monkeypatch.chdir(tmp_path)
+    course.main(["lab"])
+    course.main(["lab", "--lang", "ja", "--no-browser"])
+    course.main(["lab", "--lang=ja"])
+    course.main(["lab", "--lang", "en"])
+    course.main(["lab", "exercises", "--lang", "ja"])
+    course.main(["lab", str(tmp_path / "exercises" / "ja")])  # an edition's folder named: its language
+    seen = [(run["folder"], run["COURSE_LANG"]) for run in lab_environments]
+    assert seen == [("notebooks", "en"), ("notebooks/ja", "ja"), ("notebooks/ja", "ja"), ("notebooks", "en"),
+                    (str(tmp_path / "exercises" / "ja"), "ja"), (str(tmp_path / "exercises" / "ja"), "ja")]
+    assert all(run["PATH"] == os.environ["PATH"] for run in lab_environments), "the rest of the environment is kept"
+
+
+def test_lab_refuses_an_unknown_language_and_an_edition_not_built(lab_environments, tmp_path, monkeypatch):
+    monkeypatch.setattr(course, "ROOT", tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    with pytest.raises(SystemExit, match="editions en, ja"):
+        course.main(["lab", "--lang", "fr"])
+    with pytest.raises(SystemExit, match="needs a language"):
+        course.main(["lab", "--lang"])
+    with pytest.raises(SystemExit, match="no notebooks/ja/ yet: build the edition"):
+        course.main(["lab", "--lang", "ja"])
+    assert lab_environments == [], "nothing started"
 
 
 def test_lab_opens_another_folder_named_first(lab_runs, tmp_path, monkeypatch):
