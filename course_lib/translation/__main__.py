@@ -82,11 +82,10 @@ def survey_lines(root: Path, result: Survey, only: list[Path], show: bool) -> li
                          "orphans (delete it, or `adopt` its blocks where their English went)")
         for path, problem in result.lonely_problems.items():
             lines.append(f"✘ {path.as_posix()}: {problem}")
-    units = sum(len(status.units) for status in chosen)
-    current = sum(len(status.current) for status in chosen)
-    lines.append(f"{current} of {units} units current in {len(chosen)} files; "
-                 f"{sum(len(s.stale) for s in chosen)} stale, {sum(len(s.missing) for s in chosen)} missing, "
-                 f"{sum(len(s.orphans) for s in chosen)} orphans, {sum(bool(s.problem) for s in chosen)} unreadable")
+    read = [status for status in chosen if not status.problem]
+    lines.append(f"{sum(len(s.current) for s in read)} of {sum(len(s.units) for s in read)} units current in "
+                 f"{len(read)} files; {sum(len(s.stale) for s in read)} stale, {sum(len(s.missing) for s in read)} "
+                 f"missing, {sum(len(s.orphans) for s in read)} orphans; {len(chosen) - len(read)} files unreadable")
     return lines
 
 
@@ -180,8 +179,8 @@ def _markdown_of(path: Path, text: str) -> str:
 def run_adopt(root: Path, language: str) -> int:
     done = adopt(root, survey(root, language))
     for adoption in done:
-        moved = adoption.hit.orphan and adoption.hit.catalogue != adoption.target
-        print(f"{'moved' if moved else 'copied'} {adoption.hit.block.id} from {adoption.hit.catalogue.as_posix()} "
+        hit = adoption.hit
+        print(f"{'moved' if hit.orphan else 'copied'} {hit.block.id} from {hit.catalogue.as_posix()} "
               f"to {adoption.target.as_posix()} as {adoption.unit.id}")
     if not done:
         print("nothing to adopt: no missing or stale unit has a translation of its English elsewhere")

@@ -114,7 +114,7 @@ def solution_messages(root: Path = ROOT) -> list[Message]:
 def parse(text: str, name: str = "checks.md") -> dict[str, str]:
     """The pairs of a message catalogue's ``text``: English template to translated template."""
     pairs: dict[str, str] = {}
-    lines = text.replace("\r\n", "\n").split("\n")
+    lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
     english: tuple[str, int] | None = None
     for number, line in enumerate(lines, start=1):
         if english is None:
