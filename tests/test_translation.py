@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -388,6 +389,20 @@ def test_a_check_says_its_what_and_hint_in_japanese_with_the_values_of_the_engli
     monkeypatch.setattr(checks, "LANGUAGE", "en")
     with pytest.raises(checks.CheckFailed, match=r"^✘ 3/10: low end\n  expected: 0.3\n  got:      0.2\n  hint: use"):
         checks.check_equal(0.2, 0.3, "3/10: low end", "use the interval")
+
+
+def test_in_a_japanese_kernel_the_checks_read_the_course_message_catalogue(tmp_path):
+    """Imported normally (``course.py lab --lang ja``), the checks read ``COURSE_LANG`` and
+    ``translations/ja/checks.md`` on their first message; without ``COURSE_LANG``, English."""
+    english, japanese = next((english, japanese) for english, japanese in
+                             parse_messages((ROOT / "translations" / "ja" / "checks.md").read_text()).items()
+                             if "{" not in english)
+    program = f"from course_lib.grading import check\ncheck(True, {english!r})"
+    for language, expected in (("ja", japanese), (None, english)):
+        env = {key: value for key, value in os.environ.items() if key != "COURSE_LANG"}
+        env |= {"COURSE_LANG": language} if language else {}
+        done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.stdout == f"✔ {expected}\n", done.stderr
 
 
 def test_the_report_of_a_japanese_notebook_is_in_japanese_and_lined_up():
