@@ -67,7 +67,8 @@ def status_lines(root: Path, status: SourceStatus, show: bool) -> list[str]:
                 lines.append(_indented(unit.text))
     for block in status.orphans:
         lines.append(f"  ORPHAN  {block.id:14} line {block.line}: {source.english.as_posix()} has no unit "
-                     f"{block.id} any more (delete the block, or `adopt` it where its English went)")
+                     f"{block.id} (no markdown cell or section by that id): delete the block, or `adopt` it "
+                     "where its English went")
     return lines
 
 

@@ -8,6 +8,7 @@ touched the English file for the version of the unit with that hash, so that ``s
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 
@@ -34,16 +35,24 @@ def units_in(english: Path, text: str) -> list[Unit]:
 def english_then(root: Path, english: Path, unit_id: str, english_hash: str) -> str | None:
     """The text of unit ``unit_id`` of ``english`` when its hash was ``english_hash``, from the
     newest ``COMMITS_SEARCHED`` commits that changed the file; None if it is not there."""
-    commits = _git(root, "log", f"-n{COMMITS_SEARCHED}", "--format=%H", "--", english.as_posix())
-    for commit in (commits or "").split():
-        text = _git(root, "show", f"{commit}:{english.as_posix()}")
-        if text is None:
-            continue
-        try:
-            units = units_in(english, text)
-        except ValueError:  # a version that cannot be read as units (an old notebook without ids)
-            continue
+    for units in _versions(root, english):
         for unit in units:
             if unit.hash == english_hash and unit.id == unit_id:
                 return unit.text
     return None
+
+
+@functools.lru_cache(maxsize=8)
+def _versions(root: Path, english: Path) -> list[list[Unit]]:
+    """The units of each of the newest versions of ``english`` in git, newest first (read once
+    per file, however many of its units are stale)."""
+    versions = []
+    for commit in (_git(root, "log", f"-n{COMMITS_SEARCHED}", "--format=%H", "--", english.as_posix()) or "").split():
+        text = _git(root, "show", f"{commit}:{english.as_posix()}")
+        if text is None:
+            continue
+        try:
+            versions.append(units_in(english, text))
+        except ValueError:  # a version that cannot be read as units (an old notebook without ids)
+            continue
+    return versions
