@@ -85,7 +85,7 @@ def survey_lines(root: Path, result: Survey, only: list[Path], show: bool) -> li
             lines.append(f"✘ {path.as_posix()}: {problem}")
     read = [status for status in chosen if not status.problem]
     lines.append(f"{sum(len(s.current) for s in read)} of {sum(len(s.units) for s in read)} units current in "
-                 f"{len(read)} files; {sum(len(s.stale) for s in read)} stale, {sum(len(s.missing) for s in read)} "
+                 f"{len(read)} file{'s' * (len(read) != 1)}; {sum(len(s.stale) for s in read)} stale, {sum(len(s.missing) for s in read)} "
                  f"missing, {sum(len(s.orphans) for s in read)} orphans; {len(chosen) - len(read)} files unreadable")
     return lines
 
@@ -201,6 +201,16 @@ def run_messages(root: Path, language: str) -> int:
     return 0 if found.ok else 1
 
 
+def _from_top(path: Path, root: Path) -> Path:
+    """``path`` (from the top folder, or from here) as a path from the top folder ``root``."""
+    if not path.is_absolute() and (root / path).exists():
+        return path
+    try:
+        return (Path.cwd() / path).resolve().relative_to(root)
+    except ValueError:  # outside the course: source_for says what can be named
+        return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.translation",
                                      description="The translated editions: status, build, adopt, messages.")
@@ -219,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     only = []
     for path in args.paths:
-        relative = Path((Path.cwd() / path).resolve().relative_to(root)) if (Path.cwd() / path).exists() else path
+        relative = _from_top(path, root)
         try:
             source_for(relative, args.language)
         except ValueError as problem:

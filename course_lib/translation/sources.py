@@ -42,7 +42,7 @@ def source_for(english: Path, language: str) -> Source:
         folder, name = english.parts
         return Source(english, Path(TRANSLATIONS, language, folder, english.stem + ".md"), Path(folder, language, name))
     raise ValueError(f"{english} is not translated: only README.md and the notebooks of "
-                     f"{' and '.join(NOTEBOOK_FOLDERS)}/ are")
+                     f"{' and '.join(folder + '/' for folder in NOTEBOOK_FOLDERS)} are")
 
 
 def sources(root: Path, language: str) -> list[Source]:
