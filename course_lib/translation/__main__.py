@@ -84,9 +84,10 @@ def survey_lines(root: Path, result: Survey, only: list[Path], show: bool) -> li
         for path, problem in result.lonely_problems.items():
             lines.append(f"✘ {path.as_posix()}: {problem}")
     read = [status for status in chosen if not status.problem]
-    lines.append(f"{sum(len(s.current) for s in read)} of {sum(len(s.units) for s in read)} units current in "
-                 f"{len(read)} file{'s' * (len(read) != 1)}; {sum(len(s.stale) for s in read)} stale, {sum(len(s.missing) for s in read)} "
-                 f"missing, {sum(len(s.orphans) for s in read)} orphans; {len(chosen) - len(read)} files unreadable")
+    files = f"{len(read)} file{'s' * (len(read) != 1)}"
+    lines.append(f"{sum(len(s.current) for s in read)} of {sum(len(s.units) for s in read)} units current in {files}; "
+                 f"{sum(len(s.stale) for s in read)} stale, {sum(len(s.missing) for s in read)} missing, "
+                 f"{sum(len(s.orphans) for s in read)} orphans; {len(chosen) - len(read)} unreadable")
     return lines
 
 
