@@ -148,8 +148,9 @@ def sections(notebook: Any, english: Any = None) -> list[Section]:
         line = (cell.source.splitlines() or [""])[0]
         heading: tuple[str, int, str] | None = None
         if cell.cell_type == "markdown" and cell.get("id") in headings:
-            kind, number = headings[cell.id]
-            heading = (kind, number, _after(line, "·"))
+            kind, number = headings[cell.id]  # titled after its heading line (a notice may come first)
+            heading = (kind, number, _after(next((text for text in cell.source.splitlines() if text.startswith("#")),
+                                                 line), "·"))
         elif cell.cell_type == "markdown" and (found := HEADING.match(line)):
             heading = (found.group(1), int(found.group(2)), found.group(3))
         if heading and heading[0] == "Exercise":

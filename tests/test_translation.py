@@ -430,6 +430,18 @@ def test_a_translated_notebooks_exercises_are_found_by_the_english_headings_ids(
     assert [part.number for part in sections(japanese)] == [0], "without the English, no heading is found"
 
 
+@pytest.mark.parametrize("english", sorted((ROOT / "exercises").glob("*.ipynb")), ids=lambda path: path.name)
+def test_the_grader_finds_the_same_exercises_and_checks_in_the_japanese_notebook(english):
+    """Built as the edition is now (English under a notice where a unit is not translated yet)."""
+    status = survey(ROOT, "ja").status_of(Path("exercises", english.name))
+    japanese = nbformat.reads(built(ROOT, status, "ja", allow_english=True).text, as_version=4)
+    theirs, ours = sections(nbformat.read(english, as_version=4)), sections(japanese, nbformat.read(english, 4))
+    assert [part.number for part in ours] == [part.number for part in theirs]
+    assert [[cell.source for cell in part.checks] for part in ours] == [[cell.source for cell in part.checks]
+                                                                         for part in theirs]
+    assert all(part.title and "·" not in part.title and not part.title.startswith(("#", ">")) for part in ours)
+
+
 def test_grading_a_japanese_exercise_notebook_reports_in_japanese(course, monkeypatch):
     """A learner's wrong answer in ``exercises/ja/``, graded in a real kernel: the line, the
     check's message and hint (from the message catalogue) and the summary are Japanese."""
