@@ -18,7 +18,7 @@ from typing import Any
 import llama_cpp
 from llama_cpp import Llama, LlamaGrammar
 
-from course_lib.server.engine import Engine
+from course_lib.server.engine import CacheUse, Engine
 from course_lib.server.model import LoadedModel
 from course_lib.server.prompt_cache import PromptCache, SavedState, check_can_be_cut, saved_sequence
 
@@ -84,9 +84,12 @@ class LlamaDecoder:
         return 0
 
     def sampled_bytes(self, tokens: list[int], settings: dict[str, Any], grammar: LlamaGrammar | None,
-                      n_ctx: int, budget: int, cancel: threading.Event | None) -> Iterator[bytes]:
-        if self.cache:
+                      n_ctx: int, budget: int, cancel: threading.Event | None,
+                      cache_use: CacheUse | None = None) -> Iterator[bytes]:
+        if self.cache:  # (without one, llama-cpp-python's own reuse is not counted: outputs are compared, not usage)
             self.cache.prepare(self.sequence, tokens)
+            if cache_use is not None:
+                cache_use.read, cache_use.written = self.cache.reused, self.cache.written
         self.llm.set_seed(settings.get("seed", llama_cpp.LLAMA_DEFAULT_SEED))
         self.llm.last_n_tokens_size = settings["repeat_last_n"]
         for token in self.llm.generate(

@@ -55,8 +55,20 @@ def test_an_openai_response_carries_arguments_as_a_json_string():
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
     assert choice["message"]["tool_calls"] == [{"id": "call_x", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Tokyo"}'}}]
-    assert response["usage"] == {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140}
+    assert response["usage"] == {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140,
+                                 "prompt_tokens_details": {"cached_tokens": 0}}
     assert dialects.openai_response("m", "Hi", [], "length", 1, 1)["choices"][0]["finish_reason"] == "length"
+
+
+def test_openai_usage_counts_cached_tokens_inside_the_prompt():
+    """OpenAI's ``prompt_tokens`` is the whole prompt; ``cached_tokens`` is the part of it served
+    from the cache, so it can be neither negative nor more than the prompt."""
+    usage = dialects.openai_response("m", "Hi", [], "stop", 300, 5, cached_tokens=256)["usage"]
+    assert usage["prompt_tokens"] == 300 and usage["prompt_tokens_details"] == {"cached_tokens": 256}
+    assert usage["total_tokens"] == 305
+    for cached in (-1, 301):
+        with pytest.raises(ValueError, match="between 0 and prompt_tokens"):
+            dialects.openai_usage(300, 5, cached)
 
 
 def anthropic_turns(result_block=None):
@@ -115,8 +127,20 @@ def test_an_anthropic_response_puts_calls_in_tool_use_blocks():
     response = dialects.anthropic_response("m", "Checking.", calls, "stop", 100, 12)
     assert [block["type"] for block in response["content"]] == ["text", "tool_use"]
     assert response["content"][1]["input"] == {"city": "Tokyo"} and response["content"][1]["id"].startswith("toolu_")
-    assert response["stop_reason"] == "tool_use" and response["usage"] == {"input_tokens": 100, "output_tokens": 12}
+    assert response["stop_reason"] == "tool_use" and response["usage"] == {
+        "input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 12}
     assert dialects.anthropic_response("m", "Hi", [], "length", 1, 1)["stop_reason"] == "max_tokens"
+
+
+def test_anthropic_usage_splits_the_prompt_into_read_written_and_the_rest():
+    """Anthropic's three input counts add up to the prompt: ``input_tokens`` is what was neither
+    read from the cache nor written to it."""
+    usage = dialects.anthropic_response("m", "Hi", [], "stop", 300, 5, cache_read=192, cache_written=64)["usage"]
+    assert usage == {"input_tokens": 44, "cache_creation_input_tokens": 64, "cache_read_input_tokens": 192,
+                     "output_tokens": 5}
+    for read, written in ((-1, 0), (0, -1), (200, 101)):
+        with pytest.raises(ValueError, match="at most the prompt's 300"):
+            dialects.anthropic_usage(300, 5, read, written)
 
 
 def test_errors_use_each_dialects_format():

@@ -11,6 +11,7 @@ from llama_reference import reference_engine
 from course_lib.models import resolve_model
 from course_lib.server import one_at_a_time
 from course_lib.server.engine import BadFormat, ContextTooLarge, Engine, GenerationStats, one_at_a_time_engine
+from course_lib.server.prompt_cache import shared_prefix
 from course_lib.server.wire import Options
 
 pytestmark = pytest.mark.model
@@ -145,3 +146,28 @@ def test_tool_choice_none_forbids_the_token_that_opens_a_call(engine, monkeypatc
     monkeypatch.setattr(engine.model, "call_opening_tokens", lambda: [usual])
     assert first_token(dataclasses.replace(prompt, calls_allowed=False)) != usual
     assert first_token(prompt) == usual, "a prompt that allows calls bans nothing"
+
+
+def test_the_stats_report_the_prefix_the_one_at_a_time_decoder_kept(engine):
+    """The one-at-a-time decoder reuses any shared prefix, token by token: the usage it reports
+    is that prefix as read, and everything it evaluated as written (kept for the next request),
+    or nothing of either when it forgets every prompt (``--reset-cache``)."""
+    def stats(messages):
+        prompt = engine.render_prompt(messages, TOOLS)
+        *_, last = engine.generate(prompt, Options(temperature=0, num_predict=1))
+        assert isinstance(last, GenerationStats)
+        return engine.tokenize(prompt), last
+
+    engine.forget_cache()
+    first, cold = stats(CONVERSATION[:2])
+    assert (cold.cache_read_tokens, cold.cache_write_tokens) == (0, len(first))
+    second, warm = stats(CONVERSATION)
+    shared = shared_prefix(first, second)
+    assert warm.cache_read_tokens == shared > len(first) // 2
+    assert warm.cache_write_tokens == len(second) - shared
+    engine.decoder.reset_each_request = True
+    try:
+        _, reset = stats(CONVERSATION)
+    finally:
+        engine.decoder.reset_each_request = False
+    assert (reset.cache_read_tokens, reset.cache_write_tokens) == (0, 0)

@@ -225,18 +225,20 @@ class ScriptedDecoder:
 
     parallel, busy_since, n_ctx = 1, None, 16
 
-    def __init__(self, tokens: list[bytes]) -> None:
+    def __init__(self, tokens: list[bytes], cache_read: int = 0, cache_written: int = 0) -> None:
         self.tokens, self.calls, self.fitted, self.forgotten = tokens, [], [], 0
         self.settings: list[dict] = []
+        self.cache_read, self.cache_written = cache_read, cache_written  # what it says its cache did
 
     def fit_context(self, n_ctx):
         self.fitted.append(n_ctx)
         made, self.n_ctx = n_ctx != self.n_ctx, n_ctx
         return 1000 if made else 0
 
-    def sampled_bytes(self, tokens, settings, grammar, n_ctx, budget, cancel):
+    def sampled_bytes(self, tokens, settings, grammar, n_ctx, budget, cancel, cache_use):
         self.calls.append((tokens, grammar, n_ctx, budget))
         self.settings.append(settings)
+        cache_use.read, cache_use.written = self.cache_read, self.cache_written
         yield from self.tokens
 
     def forget_cache(self):
@@ -256,6 +258,15 @@ def test_the_engine_gives_the_decoder_the_prompt_the_grammar_and_the_room_left()
     assert pieces[:-1] == ["one ", "two "] and stats is None and isinstance(pieces[-1], GenerationStats)
     assert decoder.calls == [([0, 1, 2, 3], ("grammar", "json"), 16, 12)]  # 16 - 4 prompt tokens
     assert pieces[-1].prompt_eval_count == 4 and pieces[-1].eval_count == 3 and pieces[-1].load_duration == 0
+
+
+def test_the_stats_carry_what_the_decoder_says_its_cache_did():
+    """The cached share of the prompt comes from the decoder, the one part that knows it; with
+    nothing cached it is 0."""
+    cached = drain(Engine(WordModel(), ScriptedDecoder([b"x"], 3, 1), n_ctx=16).generate("a b c d e"))[0][-1]
+    assert (cached.prompt_eval_count, cached.cache_read_tokens, cached.cache_write_tokens) == (5, 3, 1)
+    cold = drain(Engine(WordModel(), ScriptedDecoder([b"x"]), n_ctx=16).generate("a b c d e"))[0][-1]
+    assert (cold.cache_read_tokens, cold.cache_write_tokens) == (0, 0)
 
 
 def test_a_request_for_another_context_size_asks_the_decoder_for_it_and_counts_the_time():

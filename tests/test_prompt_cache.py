@@ -80,6 +80,22 @@ def test_a_prompt_is_evaluated_in_aligned_chunks_and_only_whole_chunks_are_reuse
     assert cache.reused == 128 and fake.batches == [first[128:149]] and fake.kv == first[:-1]
 
 
+def test_the_cache_counts_what_it_restored_and_what_it_newly_saved(fake):
+    """``reused`` and ``written`` are what a request's usage reports: the tokens restored instead of
+    evaluated, and the tokens evaluated and saved as a new state (a state already saved is not
+    written again; the tail after the last whole chunk is never saved)."""
+    cache = PromptCache(slots=2)
+    first, longer = list(range(150)), list(range(150)) + [999] * 60
+    cache.prepare(fake, first)
+    assert (cache.reused, cache.written) == (0, 128)
+    cache.prepare(fake, longer)  # 209 tokens before the last: three whole chunks, two of them cached
+    assert (cache.reused, cache.written) == (128, 64)
+    cache.prepare(fake, first)
+    assert (cache.reused, cache.written) == (128, 0)
+    cache.prepare(fake, [5] * 40)  # shorter than a chunk: nothing restored, nothing saved
+    assert (cache.reused, cache.written) == (0, 0)
+
+
 def test_a_prefix_saved_from_one_sequence_is_restored_into_another(fake):
     cache, other = PromptCache(slots=2), FakeSequence()
     prompt = list(range(200))
@@ -190,3 +206,24 @@ def test_a_prompt_shorter_than_a_chunk_leaves_nothing_stale(engine):
     sequence = engine.decoder.slots[0].sequence
     assert sequence.live == ()
     assert answer(engine, QUESTIONS[0]) == (cold, len(sequence.live))
+
+
+@pytest.mark.model
+def test_the_stats_report_what_the_cache_restored_and_saved(engine):
+    """What the server's OpenAI and Anthropic usage fields report: nothing cached on a cold
+    prompt; on a prompt that shares the system prompt and tools with it, the shared whole chunks."""
+    def stats(question: str) -> tuple[list[int], GenerationStats]:
+        prompt = engine.render_prompt([{"role": "system", "content": "You are the kiosk assistant of a parts shop."},
+                                       {"role": "user", "content": question}], TOOLS)
+        *_, last = engine.generate(prompt, GREEDY)
+        assert isinstance(last, GenerationStats)
+        return engine.tokenize(prompt), last
+
+    engine.forget_cache()
+    first, cold = stats(QUESTIONS[0])
+    whole = (len(first) - 1) // CHUNK * CHUNK
+    assert (cold.cache_read_tokens, cold.cache_write_tokens) == (0, whole)
+    second, warm = stats(QUESTIONS[1])
+    shared = shared_prefix(first, second)
+    assert warm.cache_read_tokens == shared - shared % CHUNK == engine.decoder.cache.reused >= 2 * CHUNK
+    assert warm.cache_write_tokens == (len(second) - 1) // CHUNK * CHUNK - warm.cache_read_tokens

@@ -107,3 +107,28 @@ def test_anthropic_sdk_sees_anthropic_errors(anthropic_client):
         anthropic_client.messages.create(model=MODEL, max_tokens=8, messages=misplaced)
     with pytest.raises(anthropic.NotFoundError):
         anthropic_client.messages.create(model="no-such-model", max_tokens=8, messages=QUESTION)
+
+
+def test_both_sdks_read_how_much_of_the_prompt_the_cache_served(url, openai_client, anthropic_client):
+    """After ``keep_alive: 0`` nothing is cached: 0 tokens. The same prompt again: its whole
+    64-token chunks come from the cache, which OpenAI counts inside ``prompt_tokens`` and
+    Anthropic beside ``input_tokens``."""
+    import httpx
+
+    def forget():
+        httpx.post(f"{url}/api/chat", json={"model": MODEL, "messages": [], "keep_alive": 0}, timeout=120)
+
+    def ask():
+        return openai_client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[NOW_TOOL],
+                                                     temperature=0, max_tokens=1).usage
+
+    forget()
+    cold, warm = ask(), ask()
+    assert cold.prompt_tokens_details.cached_tokens == 0
+    assert warm.prompt_tokens_details.cached_tokens == (warm.prompt_tokens - 1) // 64 * 64 > 0
+    forget()
+    cold, warm = [anthropic_client.messages.create(model=MODEL, max_tokens=1, messages=QUESTION, tools=[ANTHROPIC_NOW],
+                                                   **GREEDY).usage for _ in range(2)]
+    assert cold.cache_read_input_tokens == 0 and cold.cache_creation_input_tokens > 0
+    assert warm.cache_read_input_tokens == cold.cache_creation_input_tokens and warm.cache_creation_input_tokens == 0
+    assert warm.input_tokens == cold.input_tokens > 0, "the tail after the last whole chunk"

@@ -7,6 +7,7 @@ whole, stop strings cut out, 503s from a full queue, a hang-up that stops the wo
 ``test_server.py`` and its neighbours check the same contract with the real model.
 """
 
+import dataclasses
 import json
 import re
 import threading
@@ -19,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from course_lib import __version__
 from course_lib.server.app import create_app
+from course_lib.server.generation import GenerationStats
 
 from helpers import FAKE_MODEL, NOW_TOOL, QWEN_TEMPLATE, FakeEngine, serving, tokens_of, wait_until
 
@@ -409,6 +411,78 @@ def test_anthropic_stream_is_the_documented_event_sequence(client, engine):
     assert tool_start["index"] == 1 and tool_start["content_block"]["name"] == "now"
     assert json.loads(data[-4]["delta"]["partial_json"]) == {}
     assert data[-2]["delta"]["stop_reason"] == "tool_use" and data[-2]["usage"]["output_tokens"] > 0
+
+
+# --- the prompt cache's share, in each API's own words -------------------------------------
+
+class CachingEngine(FakeEngine):
+    """A ``FakeEngine`` whose stats say half of each prompt came from the cache and a quarter of
+    it went into it (what ``Engine.generate`` reports from its decoder's ``CacheUse``)."""
+
+    def generate(self, *args, **kwargs):
+        for item in super().generate(*args, **kwargs):
+            if isinstance(item, GenerationStats):
+                item = dataclasses.replace(item, cache_read_tokens=item.prompt_eval_count // 2,
+                                           cache_write_tokens=item.prompt_eval_count // 4)
+            yield item
+
+
+@pytest.fixture
+def caching(tmp_path):
+    engine = CachingEngine(tmp_path / "fake-model.gguf")
+    with TestClient(create_app(engine), base_url="http://localhost") as client:
+        yield client
+
+
+def test_openai_reports_the_cached_tokens_inside_prompt_tokens(caching):
+    whole = caching.post("/v1/chat/completions", json={"model": FAKE_MODEL, "messages": HI}).json()["usage"]
+    assert whole["prompt_tokens_details"] == {"cached_tokens": whole["prompt_tokens"] // 2}
+    events = sse(caching.post("/v1/chat/completions", json={"model": FAKE_MODEL, "messages": HI, "stream": True}))
+    streamed = events[-2][1]["usage"]
+    assert streamed == whole, "the streamed usage chunk says the same"
+
+
+def test_anthropic_splits_the_prompt_into_cache_read_cache_written_and_the_rest(caching):
+    whole = anthropic(caching).json()["usage"]
+    read, written = whole["cache_read_input_tokens"], whole["cache_creation_input_tokens"]
+    prompt = read + written + whole["input_tokens"]
+    assert read == prompt // 2 and written == prompt // 4 and whole["input_tokens"] > 0
+    events = sse(anthropic(caching, stream=True))
+    assert events[0][1]["message"]["usage"] == {"input_tokens": 0, "cache_creation_input_tokens": 0,
+                                                "cache_read_input_tokens": 0, "output_tokens": 0}
+    assert events[-2][0] == "message_delta" and events[-2][1]["usage"] == whole, "message_delta's totals"
+
+
+def test_ollama_has_no_field_for_the_cache_so_its_chat_adds_none(caching):
+    """Ollama's ``/api/chat`` reports ``prompt_eval_count`` and durations; nothing about a cache.
+    The server adds no field of its own there (the official client would drop it anyway)."""
+    final = chat(caching).json()
+    assert set(final) == {"model", "created_at", "message", "done", "done_reason", "total_duration",
+                          "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count",
+                          "eval_duration"}
+    assert not any("cache" in key for line in ndjson(chat(caching, stream=True)) for key in line)
+
+
+def test_the_official_sdks_read_the_cache_fields(tmp_path):
+    """The ``openai`` and ``anthropic`` packages parse both fields into their own types, whole and
+    streamed (imported here: the rest of this file does not need them)."""
+    import anthropic as anthropic_sdk
+    import openai
+
+    with serving(create_app(CachingEngine(tmp_path / "fake-model.gguf"))) as url:
+        oa = openai.OpenAI(base_url=f"{url}/v1", api_key="not-needed-locally")
+        usage = oa.chat.completions.create(model=FAKE_MODEL, messages=HI).usage
+        assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens // 2 > 0
+        chunks = list(oa.chat.completions.create(model=FAKE_MODEL, messages=HI, stream=True,
+                                                 stream_options={"include_usage": True}))
+        assert chunks[-1].usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens_details.cached_tokens
+        an = anthropic_sdk.Anthropic(base_url=url, api_key="not-needed-locally")
+        whole = an.messages.create(model=FAKE_MODEL, max_tokens=16, messages=HI).usage
+        assert whole.cache_read_input_tokens > 0 and whole.cache_creation_input_tokens > 0
+        with an.messages.stream(model=FAKE_MODEL, max_tokens=16, messages=HI) as stream:
+            streamed = stream.get_final_message().usage
+        assert (streamed.input_tokens, streamed.cache_read_input_tokens, streamed.cache_creation_input_tokens) == (
+            whole.input_tokens, whole.cache_read_input_tokens, whole.cache_creation_input_tokens)
 
 
 # --- the queue, and clients that leave ---------------------------------------------------

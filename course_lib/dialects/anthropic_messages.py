@@ -162,16 +162,29 @@ def anthropic_stop_reason(tool_calls: list[Message], done_reason: str) -> str:
     return "tool_use" if tool_calls else ("max_tokens" if done_reason == "length" else "end_turn")
 
 
-def anthropic_usage(prompt_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {"input_tokens": prompt_tokens, "output_tokens": output_tokens}
+def anthropic_usage(prompt_tokens: int, output_tokens: int, cache_read: int = 0, cache_written: int = 0
+                    ) -> dict[str, int]:
+    """Anthropic's ``usage``, which splits the prompt in three parts that add up to it:
+    ``cache_read_input_tokens`` (served from the prompt cache), ``cache_creation_input_tokens``
+    (evaluated and written to the cache for later requests) and ``input_tokens`` (the rest). Unlike
+    OpenAI's ``prompt_tokens``, ``input_tokens`` alone is not the prompt's length once a cache is used.
+
+    Anthropic's API reads and writes its cache only where a request asks (``cache_control``); the
+    course's server caches without being asked, and reports what it did in the same fields."""
+    if min(cache_read, cache_written) < 0 or cache_read + cache_written > prompt_tokens:
+        raise ValueError(f"the cached tokens ({cache_read} read, {cache_written} written) must be at least 0 "
+                         f"and together at most the prompt's {prompt_tokens}")
+    return {"input_tokens": prompt_tokens - cache_read - cache_written, "cache_creation_input_tokens": cache_written,
+            "cache_read_input_tokens": cache_read, "output_tokens": output_tokens}
 
 
 def anthropic_response(model: str, content: str, tool_calls: list[Message], done_reason: str,
-                       prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+                       prompt_tokens: int, output_tokens: int, cache_read: int = 0, cache_written: int = 0
+                       ) -> dict[str, Any]:
     return {"id": random_id("msg_"), "type": "message", "role": "assistant", "model": model,
             "content": anthropic_blocks(content, tool_calls),
             "stop_reason": anthropic_stop_reason(tool_calls, done_reason), "stop_sequence": None,
-            "usage": anthropic_usage(prompt_tokens, output_tokens)}
+            "usage": anthropic_usage(prompt_tokens, output_tokens, cache_read, cache_written)}
 
 
 def anthropic_error(message: str, status: int) -> dict[str, Any]:

@@ -189,13 +189,18 @@ def openai_finish_reason(tool_calls: list[Message], done_reason: str) -> str:
     return "tool_calls" if tool_calls else ("length" if done_reason == "length" else "stop")
 
 
-def openai_usage(prompt_tokens: int, output_tokens: int) -> dict[str, int]:
+def openai_usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+    """OpenAI's ``usage``. ``prompt_tokens`` is the whole prompt, cached tokens included;
+    ``prompt_tokens_details.cached_tokens`` says how many of them were served from the prompt
+    cache instead of being evaluated again (0 when none were, as OpenAI reports it)."""
+    if not 0 <= cached_tokens <= prompt_tokens:
+        raise ValueError(f"cached_tokens must be between 0 and prompt_tokens ({prompt_tokens}), not {cached_tokens}")
     return {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
-            "total_tokens": prompt_tokens + output_tokens}
+            "total_tokens": prompt_tokens + output_tokens, "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
 def openai_response(model: str, content: str, tool_calls: list[Message], done_reason: str,
-                    prompt_tokens: int, output_tokens: int) -> dict[str, Any]:
+                    prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
     message: Message = {"role": "assistant", "content": content or (None if tool_calls else "")}
     if tool_calls:
         message["tool_calls"] = openai_tool_calls(tool_calls)
@@ -203,7 +208,7 @@ def openai_response(model: str, content: str, tool_calls: list[Message], done_re
             "system_fingerprint": "fp_course_lib",
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": openai_finish_reason(tool_calls, done_reason)}],
-            "usage": openai_usage(prompt_tokens, output_tokens)}
+            "usage": openai_usage(prompt_tokens, output_tokens, cached_tokens)}
 
 
 def openai_error(message: str, status: int) -> dict[str, Any]:

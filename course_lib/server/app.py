@@ -22,6 +22,11 @@ Differences from Ollama worth knowing: ``/api/show`` returns the GGUF's Jinja te
 (Ollama shows its own Go template); ``prompt_eval_count`` is always the whole prompt,
 even when most of it came from the cache; text that is not a call of a declared tool
 stays in ``content`` (Ollama drops an undeclared call).
+
+How much of a prompt came from the cache: Ollama's API has no field for it, so ``/api/chat``
+does not say. The OpenAI route says it in OpenAI's words (``usage.prompt_tokens_details.
+cached_tokens``), the Anthropic route in Anthropic's (``usage.cache_read_input_tokens``, with
+``cache_creation_input_tokens`` for what the prompt added to the cache): ``streams.py``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,9 @@ of 2, which on 2 cores took 80 ms a step where 3 sequences in one batch took 45.
 
 Prompts are evaluated alone (a sequence's chunks never share a batch with another's), through
 a ``PromptCache`` (``prompt_cache.py``): its saved prefixes are shared by all sequences, so a
-prefix cached by one request is restored into whichever slot the next one gets.
+prefix cached by one request is restored into whichever slot the next one gets. What the
+cache did for a request's prompt (the tokens restored, the tokens newly saved) goes back to its
+thread in the request's ``CacheUse``.
 
 One thread, the decoder, owns the llama.cpp context: it takes the requests handed over into
 free slots, evaluates their prompts, and then, step after step, decodes one token for every
@@ -53,7 +55,7 @@ from llama_cpp._internals import LlamaSampler
 from .batch_policy import admissible, neighbour_batches, sequences_for
 from .context import Context, ContextSequence
 from .engine import stalled
-from .generation import DEFAULT_PROMPT_CACHE, MAX_AUTO_PARALLEL, ContextTooLarge
+from .generation import DEFAULT_PROMPT_CACHE, MAX_AUTO_PARALLEL, CacheUse, ContextTooLarge
 from .model import LoadedModel
 from .prompt_cache import CHUNK, PromptCache, check_can_be_cut
 
@@ -94,6 +96,7 @@ class Job:
     n_ctx: int
     budget: int  # tokens to generate at most
     cancel: threading.Event | None  # set when the client has gone
+    cache_use: CacheUse = field(default_factory=CacheUse)  # filled in once the prompt is prepared
     out: queue.SimpleQueue[bytes | BaseException | None] = field(default_factory=queue.SimpleQueue)
     done: threading.Event = field(default_factory=threading.Event)  # the request wants no more
 
@@ -155,9 +158,11 @@ class BatchedDecoder:
         return {"exact_rows": self.exact_rows, "rows": self.rows, "parallel": self.parallel}
 
     def sampled_bytes(self, tokens: list[int], settings: dict[str, Any], grammar: LlamaGrammar | None,
-                      n_ctx: int, budget: int, cancel: threading.Event | None = None) -> Iterator[bytes]:
-        """Hand the request to the decoder thread and pass on its tokens as they come."""
-        job = Job(tokens, settings, grammar, n_ctx, budget, cancel)
+                      n_ctx: int, budget: int, cancel: threading.Event | None = None,
+                      cache_use: CacheUse | None = None) -> Iterator[bytes]:
+        """Hand the request to the decoder thread and pass on its tokens as they come (the decoder
+        thread fills in ``cache_use`` before it hands over the first)."""
+        job = Job(tokens, settings, grammar, n_ctx, budget, cancel, CacheUse() if cache_use is None else cache_use)
         with self.wake:
             self.incoming.append(job)
             self.wake.notify()
@@ -313,6 +318,7 @@ class BatchedDecoder:
         assert job is not None
         try:
             self.cache.prepare(slot.sequence, job.tokens)
+            job.cache_use.read, job.cache_use.written = self.cache.reused, self.cache.written
             slot.sampler = self.model.sampler(job.settings, job.grammar)
             slot.next_token = job.tokens[-1]
         except Exception as error:

@@ -15,6 +15,7 @@ from ..dialects.anthropic_messages import (
     anthropic_response,
     anthropic_stop_reason,
     anthropic_tool_choice,
+    anthropic_usage,
 )
 from ..dialects.ollama import DialectError, random_id
 from ..dialects.openai_chat import (
@@ -24,9 +25,10 @@ from ..dialects.openai_chat import (
     openai_response,
     openai_tool_calls,
     openai_tool_choice,
+    openai_usage,
 )
 
 __all__ = ["DialectError", "anthropic_blocks", "anthropic_error", "anthropic_request",
-           "anthropic_response", "anthropic_stop_reason", "anthropic_tool_choice", "openai_error",
-           "openai_finish_reason", "openai_request", "openai_response", "openai_tool_calls", "openai_tool_choice",
-           "random_id"]
+           "anthropic_response", "anthropic_stop_reason", "anthropic_tool_choice", "anthropic_usage",
+           "openai_error", "openai_finish_reason", "openai_request", "openai_response", "openai_tool_calls",
+           "openai_tool_choice", "openai_usage", "random_id"]

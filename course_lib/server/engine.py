@@ -6,12 +6,14 @@ This is the part of an Ollama-like server that is not HTTP. Three pieces, one id
   messages with the model's own template, tokenizes the prompt (the template's markers as
   special tokens, message text as plain text), and makes grammars and samplers;
 - a decoder (``Decoder`` below): it takes a prompt's tokens and yields the bytes of each token
-  the model samples after them. ``one_at_a_time.py`` serves one request at a time and reuses
-  the previous prompt's prefix, as llama-cpp-python does; ``batching.py`` serves several at
-  once, decoding their tokens together, with a prompt cache of several prefixes;
+  the model samples after them, and says how much of the prompt it took from its cache
+  (``CacheUse``). ``one_at_a_time.py`` serves one request at a time and reuses the previous
+  prompt's prefix, as llama-cpp-python does; ``batching.py`` serves several at once, decoding
+  their tokens together, with a prompt cache of several prefixes;
 - the ``Engine``, which holds what every generation shares whatever the decoder: the request's
   options and their defaults, the context size it may have, the token budget, stop strings
-  and the statistics Ollama reports (tokens and nanoseconds).
+  and the statistics Ollama reports (tokens and nanoseconds), with the cache's share of the
+  prompt that OpenAI's and Anthropic's usage fields report.
 
 This module imports no llama.cpp (the two above do), so ``Engine.generate`` is tested with a
 scripted decoder in ``tests/test_engine_parts.py``. The server never calls a decoder itself:
@@ -33,6 +35,7 @@ from .generation import (  # noqa: F401 (re-exported: the model-free half of a g
     DEFAULT_PROMPT_CACHE,
     DEFAULTS,
     BadFormat,
+    CacheUse,
     ContextTooLarge,
     Ending,
     GenerationStats,
@@ -103,10 +106,11 @@ class Decoder(Protocol):
         (``ContextTooLarge`` if it could not be made: the decoder keeps the one it has)."""
 
     def sampled_bytes(self, tokens: list[int], settings: dict[str, Any], grammar: Any, n_ctx: int,
-                      budget: int, cancel: threading.Event | None) -> Iterator[bytes]:
+                      budget: int, cancel: threading.Event | None, cache_use: CacheUse) -> Iterator[bytes]:
         """The bytes of each token the model samples after ``tokens`` (with the request's
         ``settings`` and ``grammar``, in a context of ``n_ctx`` tokens), until it ends its turn,
-        ``budget`` tokens are out, or ``cancel`` is set."""
+        ``budget`` tokens are out, or ``cancel`` is set. Before the first token it fills in
+        ``cache_use``: how many of ``tokens`` it restored from its cache, and how many it kept."""
 
     def forget_cache(self) -> None:
         """Forget every cached prompt: the next request is evaluated from its first token."""
@@ -199,12 +203,13 @@ class Engine:
         limit = settings["num_predict"] if settings["num_predict"] >= 0 else n_ctx
         budget = min(limit, n_ctx - len(tokens))  # num_predict, and the room left in the context
         grammar = self.model.grammar_for(format)  # a bad schema is a 400 before any work
-        sampled = self.decoder.sampled_bytes(tokens, settings, grammar, n_ctx, budget, cancel)
+        cache_use = CacheUse()  # the decoder fills it in
+        sampled = self.decoder.sampled_bytes(tokens, settings, grammar, n_ctx, budget, cancel, cache_use)
         ending = yield from generated_text(sampled, settings.get("stop") or [], budget, cancel)
         finished = time.perf_counter_ns()
         first_token_at = ending.first_token_at or finished
         yield GenerationStats(ending.done_reason, len(tokens), first_token_at - started, ending.eval_count,
-                              finished - first_token_at, load_duration)
+                              finished - first_token_at, load_duration, cache_use.read, cache_use.written)
 
     def wanted_context(self, num_ctx: int | None) -> int:
         """The context a request asks for (``options.num_ctx``, else the server's), if allowed."""

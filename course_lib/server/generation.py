@@ -40,15 +40,31 @@ class ContextTooLarge(ValueError):
 
 
 @dataclass
+class CacheUse:
+    """What a decoder did with its prompt cache for one prompt, filled in by the decoder before
+    it samples the first token (``Engine.generate`` hands it one and reads it afterwards).
+
+    ``read + written`` is at most the prompt's length: every other token of the prompt was
+    evaluated and not kept for later requests.
+    """
+
+    read: int = 0  # the prompt's first tokens, restored from the cache instead of evaluated
+    written: int = 0  # tokens of this prompt evaluated now and kept, for a later prompt to read
+
+
+@dataclass
 class GenerationStats:
-    """What one generation cost, in the units of Ollama's response fields."""
+    """What one generation cost, in the units of Ollama's response fields, and what its prompt
+    owed to the cache (which Ollama's API does not report; the OpenAI and Anthropic dialects do)."""
 
     done_reason: str  # "stop": the model ended its turn or hit a stop string; "length": a token cap
-    prompt_eval_count: int  # tokens in the prompt
+    prompt_eval_count: int  # tokens in the prompt, the cached ones included
     prompt_eval_duration: int  # ns until the first new token was chosen (prefix reuse makes it short)
     eval_count: int  # tokens generated
     eval_duration: int  # ns spent generating them
     load_duration: int = 0  # ns spent (re)loading the model for this request
+    cache_read_tokens: int = 0  # of prompt_eval_count: restored from the cache, not evaluated (CacheUse.read)
+    cache_write_tokens: int = 0  # of prompt_eval_count: kept in the cache for later prompts (CacheUse.written)
 
 
 class ServedModel(Protocol):

@@ -9,6 +9,10 @@ context may only be used by one thread at a time), as ``llama_cpp.Llama.generate
   loop does, only the new tail is evaluated, in pieces of up to ``N_BATCH`` tokens;
 - each sampled token is then evaluated alone, and the next one sampled after it.
 
+What it reports (``CacheUse``): the tokens it kept are ``read`` from the cache; every prompt
+token it evaluates stays in the sequence for the next request, so all of them are ``written``
+(none with ``reset_each_request``, which forgets them before the next request could read them).
+
 At temperature 0 that one cached prefix can change the output slightly (a prompt evaluated
 as 300 cached tokens plus 400 new ones adds numbers in another order than the same prompt
 evaluated at once); ``reset_each_request=True`` trades the speed-up for exact repeatability.
@@ -27,7 +31,7 @@ from llama_cpp import LlamaGrammar
 
 from .context import Context
 from .engine import stalled
-from .generation import ContextTooLarge
+from .generation import CacheUse, ContextTooLarge
 from .model import N_BATCH, LoadedModel
 from .prompt_cache import shared_prefix
 
@@ -66,11 +70,12 @@ class OneAtATimeDecoder:
         return time.perf_counter_ns() - started
 
     def sampled_bytes(self, tokens: list[int], settings: dict[str, Any], grammar: LlamaGrammar | None,
-                      n_ctx: int, budget: int, cancel: threading.Event | None = None) -> Iterator[bytes]:
+                      n_ctx: int, budget: int, cancel: threading.Event | None = None,
+                      cache_use: CacheUse | None = None) -> Iterator[bytes]:
         """The bytes of each token sampled after ``tokens``, until the model ends its turn.
 
         (``n_ctx`` is the context ``fit_context`` made; the budget and ``cancel`` are the
-        caller's to check: it stops asking for tokens.)
+        caller's to check: it stops asking for tokens. ``cache_use`` gets what the cache gave.)
         """
         if self.reset_each_request:
             self.forget_cache()
@@ -78,6 +83,9 @@ class OneAtATimeDecoder:
         self.busy_since = time.monotonic()
         try:
             pending = self._reuse_prefix(tokens)
+            if cache_use is not None:
+                cache_use.read = len(tokens) - len(pending)
+                cache_use.written = 0 if self.reset_each_request else len(pending)
             while True:
                 self._evaluate(pending)
                 token = sampler.sample(self.context.ctx, -1)  # after the last evaluated token

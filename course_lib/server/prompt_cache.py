@@ -109,7 +109,8 @@ class PromptCache:
             raise ValueError("slots must be at least 1 and chunk between 1 and 512 (the engines' n_batch)")
         self.slots, self.chunk, self.max_bytes = slots, chunk, max_bytes
         self.saved: OrderedDict[tuple[int, ...], SavedState] = OrderedDict()
-        self.reused = 0  # tokens the last prepare() did not evaluate
+        self.reused = 0  # tokens the last prepare() restored instead of evaluating
+        self.written = 0  # tokens the last prepare() evaluated and saved, for later prompts to restore
 
     def clear(self) -> None:
         """Forget every saved state (the engine also makes its sequences forget theirs)."""
@@ -137,14 +138,15 @@ class PromptCache:
 
     def _prepare(self, sequence: Sequence, tokens: list[int]) -> None:
         end = len(tokens) - 1
+        self.reused = self.written = 0
         start = self._restore_longest(sequence, tokens, end)
         self.reused = start
         whole = end - end % self.chunk
         for position in range(start, whole, self.chunk):
             sequence.evaluate(tokens[position:position + self.chunk])
         sequence.live = tuple(tokens[:whole])  # (a failure above forgets everything: see prepare)
-        if whole > 0:
-            self._save(sequence)
+        if whole > 0 and self._save(sequence):
+            self.written = whole - start
         if whole < end:
             sequence.evaluate(tokens[whole:end])  # the tail: never reused, so its batch may vary
 
@@ -165,17 +167,19 @@ class PromptCache:
         sequence.live = tuple(tokens[:keep])
         return keep
 
-    def _save(self, sequence: Sequence) -> None:
+    def _save(self, sequence: Sequence) -> bool:
+        """Keep the state of the sequence's live tokens; whether it is a new saved state."""
         tokens = sequence.live
         if tokens in self.saved:
             self.saved.move_to_end(tokens)
-            return
+            return False
         data = sequence.save()
         if data is None:
-            return  # nothing to keep: the next prompt is evaluated from the start
+            return False  # nothing to keep: the next prompt is evaluated from the start
         self.saved[tokens] = SavedState(tokens, data)
         while len(self.saved) > self.slots or (len(self.saved) > 1 and self.nbytes > self.max_bytes):
             self.saved.popitem(last=False)
+        return True
 
     @staticmethod
     def _load(sequence: Sequence, state: SavedState) -> None:

@@ -20,7 +20,7 @@ from .generation import GenerationStats
 
 def openai_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
     return dialects.openai_response(model, content, calls, stats.done_reason, stats.prompt_eval_count,
-                                    stats.eval_count)
+                                    stats.eval_count, stats.cache_read_tokens)
 
 
 async def openai_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
@@ -38,8 +38,7 @@ async def openai_sse(model: str, events: AsyncIterator[dict[str, Any] | Generati
     async for event in events:
         if isinstance(event, GenerationStats):
             yield None, chunk({}, dialects.openai_finish_reason(calls, event.done_reason))
-            usage = {"prompt_tokens": event.prompt_eval_count, "completion_tokens": event.eval_count,
-                     "total_tokens": event.prompt_eval_count + event.eval_count}
+            usage = dialects.openai_usage(event.prompt_eval_count, event.eval_count, event.cache_read_tokens)
             yield None, {**chunk({}), "choices": [], "usage": usage}
             yield None, "[DONE]"
             return
@@ -53,15 +52,17 @@ async def openai_sse(model: str, events: AsyncIterator[dict[str, Any] | Generati
 
 def anthropic_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
     return dialects.anthropic_response(model, content, calls, stats.done_reason, stats.prompt_eval_count,
-                                       stats.eval_count)
+                                       stats.eval_count, stats.cache_read_tokens, stats.cache_write_tokens)
 
 
 async def anthropic_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
     """Messages stream events: message_start, a text block with its deltas, one tool_use block
-    per call (its input as one JSON delta), message_delta with the stop reason, message_stop."""
+    per call (its input as one JSON delta), message_delta with the stop reason and the usage,
+    message_stop. (message_start's usage is all zeros: the stream starts before the counts are
+    known, and message_delta's counts are totals that replace them, as Anthropic's are.)"""
     message: dict[str, Any] = {"id": dialects.random_id("msg_"), "type": "message", "role": "assistant",
                                "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
-                               "usage": {"input_tokens": 0, "output_tokens": 0}}
+                               "usage": dialects.anthropic_usage(0, 0)}
     yield "message_start", {"type": "message_start", "message": message}
     index, text_open = 0, False
     calls: list[dict[str, Any]] = []
@@ -72,8 +73,9 @@ async def anthropic_sse(model: str, events: AsyncIterator[dict[str, Any] | Gener
             yield "message_delta", {"type": "message_delta",
                                     "delta": {"stop_reason": dialects.anthropic_stop_reason(calls, event.done_reason),
                                               "stop_sequence": None},
-                                    "usage": {"input_tokens": event.prompt_eval_count,
-                                              "output_tokens": event.eval_count}}
+                                    "usage": dialects.anthropic_usage(event.prompt_eval_count, event.eval_count,
+                                                                      event.cache_read_tokens,
+                                                                      event.cache_write_tokens)}
             yield "message_stop", {"type": "message_stop"}
             return
         if event.get("content"):
