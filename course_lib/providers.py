@@ -25,7 +25,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -167,6 +167,10 @@ class AnthropicMessages(Adapter):
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return {"x-api-key": api_key, "anthropic-version": "2023-06-01"} if api_key else {}
+
+    def read(self, body: dict[str, Any]) -> Reply:
+        # usage.input_tokens leaves out what the prompt cache served or stored: the prompt is all three
+        return replace(super().read(body), input_tokens=anthropic_messages.prompt_tokens(body["usage"]))
 
     def as_ollama(self, body: dict[str, Any]) -> dict[str, Any]:
         return anthropic_messages.anthropic_request(body)

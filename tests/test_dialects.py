@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from course_lib.dialects import anthropic_messages
 from course_lib.server import dialects
 from course_lib.server.dialects import DialectError
 from course_lib.validation import required_call_format
@@ -141,6 +142,8 @@ def test_anthropic_usage_splits_the_prompt_into_read_written_and_the_rest():
     for read, written in ((-1, 0), (0, -1), (200, 101)):
         with pytest.raises(ValueError, match="at most the prompt's 300"):
             dialects.anthropic_usage(300, 5, read, written)
+    assert anthropic_messages.prompt_tokens(usage) == 300, "a client adds the three back up"
+    assert anthropic_messages.prompt_tokens({"input_tokens": 12, "cache_read_input_tokens": None}) == 12
 
 
 def test_errors_use_each_dialects_format():

@@ -74,6 +74,15 @@ def test_the_same_loop_runs_in_every_dialect(kind):
     assert '{\\"tokyo\\": 12}' in json.dumps(provider.sent[1]["messages"][-1])
 
 
+def test_a_replys_prompt_tokens_count_what_the_cache_served_in_every_dialect():
+    """Anthropic's ``input_tokens`` leaves out the cache's part of the prompt; the adapter adds it
+    back, so a token budget counts the same prompt the same way in every dialect."""
+    bodies = {"openai": dialects.openai_response("m", "Hi", [], "stop", 300, 5, cached_tokens=256),
+              "anthropic": dialects.anthropic_response("m", "Hi", [], "stop", 300, 5, cache_read=192, cache_written=64)}
+    for kind, body in bodies.items():
+        assert ADAPTERS[kind].read(body).input_tokens == 300, kind
+
+
 def test_the_three_dialects_become_the_same_ollama_request():
     translated = []
     for kind in ADAPTERS:

@@ -178,6 +178,13 @@ def anthropic_usage(prompt_tokens: int, output_tokens: int, cache_read: int = 0,
             "cache_read_input_tokens": cache_read, "output_tokens": output_tokens}
 
 
+def prompt_tokens(usage: dict[str, Any]) -> int:
+    """The prompt's length from Anthropic's ``usage`` (as a client reads it): ``input_tokens`` plus
+    the tokens read from and written to the cache (missing or null counts as 0)."""
+    return (int(usage["input_tokens"]) + int(usage.get("cache_read_input_tokens") or 0)
+            + int(usage.get("cache_creation_input_tokens") or 0))
+
+
 def anthropic_response(model: str, content: str, tool_calls: list[Message], done_reason: str,
                        prompt_tokens: int, output_tokens: int, cache_read: int = 0, cache_written: int = 0
                        ) -> dict[str, Any]:
