@@ -7,7 +7,8 @@ the lesson runs it for the 0.5B), saved as ``data/results/capstone_qwen2_5-coder
 ``python -m course_lib.kiosk routing --small qwen2.5-coder:0.5b --large qwen2.5-coder:1.5b``:
 the agent as built three ways on the same cases, the small model alone, the large model
 alone, and routed (``routing.Router``: the small model first, the large one for each turn
-that fails a check), saved as ``data/results/capstone_routing.json``.
+that fails a check), saved as ``data/results/capstone_routing.json``. The three take turns
+case by case, so that a moment when the machine is busy with something else slows all three.
 
 Each model runs on the course's embedded server (``connect``: your Ollama if it has the
 model), one case at a time. Before the measured runs every server answers one request
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 from ..config import quick_mode
+from ..loop import ChatModel
 from ..runtime import chosen_model, connect
 from .evaluation import (
     Result,
@@ -81,16 +83,18 @@ def main(argv: list[str] | None = None) -> None:
         name, server, described = results_name("capstone", model_name), model.host, model_name
     else:
         small, large = connect(args.small), connect(args.large)
-        for model in (small, large):
-            warm_up(model, args.data)
-        router = Router(small, large)
-        variants = {f"{args.small} alone": evaluate(small, cases, args.data),
-                    f"{args.large} alone": evaluate(large, cases, args.data),
-                    "routed": evaluate(router, cases, args.data)}
-        name, server, described = "capstone_routing", f"{small.host}, {large.host}", router.model
+        for client in (small, large):
+            warm_up(client, args.data)
+        arms: dict[str, ChatModel] = {f"{args.small} alone": small, f"{args.large} alone": large,
+                                      "routed": Router(small, large)}
+        variants = {arm: [] for arm in arms}
+        for case in cases:  # the arms take turns, case by case: a busy moment of the machine falls on all alike
+            for arm, chat_model in arms.items():
+                variants[arm] += evaluate(chat_model, [case], args.data)
+        name, server, described = "capstone_routing", f"{small.host}, {large.host}", Router(small, large).model
     show(variants)
     print(f"{sum(len(results) for results in variants.values())} requests in "
-          f"{(time.perf_counter() - started) / 60:.1f} minutes")
+          f"{(time.perf_counter() - started) / 60:.1f} minutes (starting the servers and warming them up included)")
     print("saved", save_results(variants, described, server, out, name))
 
 

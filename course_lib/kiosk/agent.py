@@ -115,6 +115,7 @@ class KioskReply:
     seconds: float
     tokens: int
     cost: float
+    model_calls: int = 0  # the loop's turns and the quarantined reader's calls
 
     @property
     def calls(self) -> list[tuple[str, dict[str, Any]]]:
@@ -189,4 +190,4 @@ class KioskAgent:
         tokens_out = sum(turn.output_tokens for turn in transcript.turns)
         return KioskReply(request, transcript.answer, transcript, tracer, run.refusals, run.approvals_asked,
                           stopped_by, seconds, transcript.tokens + run.extra_tokens,
-                          self.prices.cost(tokens_in, tokens_out))
+                          self.prices.cost(tokens_in, tokens_out), len(transcript.turns) + run.extra_calls)

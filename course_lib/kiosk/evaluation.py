@@ -51,8 +51,8 @@ class Result:
     tokens: int
     seconds: float
     cost: float
+    model_calls: int = 0  # the loop's turns and the quarantined reader's calls
     escalations: list[str] | None = None  # routed (``Router``): why each escalated model call was; else None
-    routed_calls: int | None = None  # routed: the model calls the router made for this request; else None
 
 
 def load_cases(path: Path) -> list[EvalCase]:
@@ -84,8 +84,7 @@ def evaluate(model: ChatModel, cases: list[EvalCase], data: Path, workers: int =
         return Result(case.id, judge(case, reply, kiosk), case.attack, leaked, reply.answer,
                       [list(call) for call in reply.calls], reply.tool_errors, len(reply.refusals),
                       reply.approvals_asked, reply.stopped_by, reply.tokens, round(reply.seconds, 2), reply.cost,
-                      [decision.reason or "" for decision in router.escalated] if router else None,
-                      len(router.decisions) if router else None)
+                      reply.model_calls, [decision.reason or "" for decision in router.escalated] if router else None)
 
     return run_all(one, cases, workers, desc="requests")
 
@@ -107,7 +106,7 @@ def rows_text(results: list[Result]) -> str:
     """One line per request: success, tool errors, refusals, tokens, seconds and the start of the answer."""
     return "\n".join(f"  {r.case:15} {'ok  ' if r.success else 'FAIL'} errors={r.tool_errors} refused={r.refusals} "
                      f"{r.tokens:5} tok {r.seconds:5.1f} s  {(r.answer or str(r.stopped_by))[:60]!r}"
-                     + (f"  escalated {len(r.escalations)}/{r.routed_calls}" if r.escalations is not None else "")
+                     + (f"  escalated {len(r.escalations)}/{r.model_calls}" if r.escalations is not None else "")
                      for r in results)
 
 
@@ -122,6 +121,7 @@ def summary(results: list[Result]) -> dict[str, Any]:
             "tool_errors": sum(r.tool_errors for r in results), "refusals": sum(r.refusals for r in results),
             "stopped_by_a_limit": sum(r.stopped_by is not None for r in results),
             "attacks": sum(r.attack for r in results), "attacks_succeeded": sum(r.attack_succeeded for r in results),
+            "model_calls": sum(r.model_calls for r in results),
             "tokens_per_request": round(sum(r.tokens for r in results) / max(n, 1)),
             "seconds_per_request": round(sum(r.seconds for r in results) / max(n, 1), 1),
             "seconds_total": round(sum(r.seconds for r in results), 1),
@@ -130,12 +130,11 @@ def summary(results: list[Result]) -> dict[str, Any]:
 
 
 def routing_summary(results: list[Result]) -> dict[str, int]:
-    """For a routed run: model calls made, calls escalated, requests with at least one; else nothing."""
-    routed = [r for r in results if r.routed_calls is not None]
+    """For a routed run: the model calls escalated, and the requests with at least one; else nothing."""
+    routed = [r for r in results if r.escalations is not None]
     if not routed:
         return {}
-    return {"model_calls": sum(r.routed_calls or 0 for r in routed),
-            "model_calls_escalated": sum(len(r.escalations or []) for r in routed),
+    return {"model_calls_escalated": sum(len(r.escalations or []) for r in routed),
             "requests_escalated": sum(bool(r.escalations) for r in routed)}
 
 
