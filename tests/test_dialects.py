@@ -57,19 +57,29 @@ def test_an_openai_response_carries_arguments_as_a_json_string():
     assert choice["message"]["tool_calls"] == [{"id": "call_x", "type": "function", "function": {
         "name": "get_weather", "arguments": '{"city": "Tokyo"}'}}]
     assert response["usage"] == {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140,
-                                 "prompt_tokens_details": {"cached_tokens": 0}}
+                                 "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0}}
     assert dialects.openai_response("m", "Hi", [], "length", 1, 1)["choices"][0]["finish_reason"] == "length"
 
 
 def test_openai_usage_counts_cached_tokens_inside_the_prompt():
     """OpenAI's ``prompt_tokens`` is the whole prompt; ``cached_tokens`` is the part of it served
-    from the cache, so it can be neither negative nor more than the prompt."""
-    usage = dialects.openai_response("m", "Hi", [], "stop", 300, 5, cached_tokens=256)["usage"]
-    assert usage["prompt_tokens"] == 300 and usage["prompt_tokens_details"] == {"cached_tokens": 256}
-    assert usage["total_tokens"] == 305
-    for cached in (-1, 301):
-        with pytest.raises(ValueError, match="between 0 and prompt_tokens"):
-            dialects.openai_usage(300, 5, cached)
+    from the cache and ``cache_write_tokens`` the part written to it, so neither can be negative
+    and together they are at most the prompt."""
+    usage = dialects.openai_response("m", "Hi", [], "stop", 300, 5, cached_tokens=192, cache_write_tokens=64)["usage"]
+    assert usage["prompt_tokens"] == 300 and usage["total_tokens"] == 305
+    assert usage["prompt_tokens_details"] == {"cached_tokens": 192, "cache_write_tokens": 64}
+    for cached, written in ((-1, 0), (0, -1), (301, 0), (200, 101)):
+        with pytest.raises(ValueError, match="together at most prompt_tokens"):
+            dialects.openai_usage(300, 5, cached, written)
+
+
+def test_a_client_reads_openais_cached_tokens_into_ollamas_field_only_when_given():
+    from course_lib.dialects.openai_chat import ollama_stats
+
+    reply = dialects.openai_response("m", "Hi", [], "stop", 300, 5, cached_tokens=256)
+    assert ollama_stats(reply, 1)["prompt_eval_cached_count"] == 256
+    del reply["usage"]["prompt_tokens_details"]  # a server that does not say: no number made up
+    assert "prompt_eval_cached_count" not in ollama_stats(reply, 1)
 
 
 def anthropic_turns(result_block=None):

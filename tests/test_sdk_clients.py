@@ -124,8 +124,9 @@ def test_both_sdks_read_how_much_of_the_prompt_the_cache_served(url, openai_clie
 
     forget()
     cold, warm = ask(), ask()
-    assert cold.prompt_tokens_details.cached_tokens == 0
+    assert cold.prompt_tokens_details.cached_tokens == 0 and cold.prompt_tokens_details.cache_write_tokens > 0
     assert warm.prompt_tokens_details.cached_tokens == (warm.prompt_tokens - 1) // 64 * 64 > 0
+    assert warm.prompt_tokens_details.cached_tokens == cold.prompt_tokens_details.cache_write_tokens
     forget()
     cold, warm = [anthropic_client.messages.create(model=MODEL, max_tokens=1, messages=QUESTION, tools=[ANTHROPIC_NOW],
                                                    **GREEDY).usage for _ in range(2)]

@@ -182,6 +182,17 @@ def test_empty_messages_load_the_model_as_in_ollama(url):
     assert reply["done"] is True and reply["done_reason"] == "load"
 
 
+def test_the_final_line_says_how_much_of_the_prompt_the_cache_served(url):
+    """Ollama's ``prompt_eval_cached_count``: 0 once the cache is emptied (``keep_alive: 0``); for
+    the same chat again, the prompt's whole 64-token chunks before its last token."""
+    body = {"model": MODEL, "messages": TIME_QUESTION, "tools": [NOW_TOOL], "stream": False,
+            "options": {**GREEDY, "num_predict": 1}}
+    post(url, "/api/chat", {"model": MODEL, "messages": [], "keep_alive": 0})
+    cold, warm = post(url, "/api/chat", body).json(), post(url, "/api/chat", body).json()
+    assert cold["prompt_eval_cached_count"] == 0
+    assert warm["prompt_eval_cached_count"] == (warm["prompt_eval_count"] - 1) // 64 * 64 > 0
+
+
 def test_a_prompt_longer_than_the_context_is_a_400(url):
     long = [{"role": "user", "content": "word " * 300}]
     response = post(url, "/api/chat", {"model": MODEL, "messages": long, "stream": False,

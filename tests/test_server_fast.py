@@ -436,7 +436,8 @@ def caching(tmp_path):
 
 def test_openai_reports_the_cached_tokens_inside_prompt_tokens(caching):
     whole = caching.post("/v1/chat/completions", json={"model": FAKE_MODEL, "messages": HI}).json()["usage"]
-    assert whole["prompt_tokens_details"] == {"cached_tokens": whole["prompt_tokens"] // 2}
+    prompt = whole["prompt_tokens"]
+    assert whole["prompt_tokens_details"] == {"cached_tokens": prompt // 2, "cache_write_tokens": prompt // 4}
     events = sse(caching.post("/v1/chat/completions", json={"model": FAKE_MODEL, "messages": HI, "stream": True}))
     streamed = events[-2][1]["usage"]
     assert streamed == whole, "the streamed usage chunk says the same"
@@ -453,26 +454,37 @@ def test_anthropic_splits_the_prompt_into_cache_read_cache_written_and_the_rest(
     assert events[-2][0] == "message_delta" and events[-2][1]["usage"] == whole, "message_delta's totals"
 
 
-def test_ollama_has_no_field_for_the_cache_so_its_chat_adds_none(caching):
-    """Ollama's ``/api/chat`` reports ``prompt_eval_count`` and durations; nothing about a cache.
-    The server adds no field of its own there (the official client would drop it anyway)."""
+def test_ollama_reports_the_cached_tokens_in_its_own_field_and_nothing_else(caching):
+    """Ollama's ``prompt_eval_cached_count``: the part of ``prompt_eval_count`` read from the cache,
+    on the final line of ``/api/chat`` and ``/api/generate``. Ollama has no field for what was
+    written to the cache, and the server adds none."""
     final = chat(caching).json()
     assert set(final) == {"model", "created_at", "message", "done", "done_reason", "total_duration",
-                          "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count",
-                          "eval_duration"}
-    assert not any("cache" in key for line in ndjson(chat(caching, stream=True)) for key in line)
+                          "load_duration", "prompt_eval_count", "prompt_eval_cached_count", "prompt_eval_duration",
+                          "eval_count", "eval_duration"}
+    assert final["prompt_eval_cached_count"] == final["prompt_eval_count"] // 2
+    lines = ndjson(chat(caching, stream=True))
+    assert lines[-1]["prompt_eval_cached_count"] == final["prompt_eval_cached_count"]
+    assert not any("cache" in key for line in lines[:-1] for key in line), "only the final line has the counts"
+    generated = caching.post("/api/generate", json={"model": FAKE_MODEL, "prompt": "Hi", "stream": False}).json()
+    assert generated["prompt_eval_cached_count"] == generated["prompt_eval_count"] // 2
 
 
-def test_the_official_sdks_read_the_cache_fields(tmp_path):
-    """The ``openai`` and ``anthropic`` packages parse both fields into their own types, whole and
-    streamed (imported here: the rest of this file does not need them)."""
+def test_the_official_clients_read_the_cache_fields(tmp_path):
+    """The ``openai`` and ``anthropic`` packages parse the fields into their own types, whole and
+    streamed; the ``ollama`` package accepts its final line with the field (imported here: the
+    rest of this file does not need them)."""
     import anthropic as anthropic_sdk
+    import ollama
     import openai
 
     with serving(create_app(CachingEngine(tmp_path / "fake-model.gguf"))) as url:
+        reply = ollama.Client(host=url).chat(model=FAKE_MODEL, messages=HI)
+        assert reply.done and reply.prompt_eval_count > 0 and reply.message.content
         oa = openai.OpenAI(base_url=f"{url}/v1", api_key="not-needed-locally")
         usage = oa.chat.completions.create(model=FAKE_MODEL, messages=HI).usage
         assert usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens // 2 > 0
+        assert usage.prompt_tokens_details.cache_write_tokens == usage.prompt_tokens // 4
         chunks = list(oa.chat.completions.create(model=FAKE_MODEL, messages=HI, stream=True,
                                                  stream_options={"include_usage": True}))
         assert chunks[-1].usage.prompt_tokens_details.cached_tokens == usage.prompt_tokens_details.cached_tokens

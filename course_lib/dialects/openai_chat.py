@@ -189,18 +189,23 @@ def openai_finish_reason(tool_calls: list[Message], done_reason: str) -> str:
     return "tool_calls" if tool_calls else ("length" if done_reason == "length" else "stop")
 
 
-def openai_usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+def openai_usage(prompt_tokens: int, output_tokens: int, cached_tokens: int = 0,
+                 cache_write_tokens: int = 0) -> dict[str, Any]:
     """OpenAI's ``usage``. ``prompt_tokens`` is the whole prompt, cached tokens included;
     ``prompt_tokens_details.cached_tokens`` says how many of them were served from the prompt
-    cache instead of being evaluated again (0 when none were, as OpenAI reports it)."""
-    if not 0 <= cached_tokens <= prompt_tokens:
-        raise ValueError(f"cached_tokens must be between 0 and prompt_tokens ({prompt_tokens}), not {cached_tokens}")
+    cache instead of being evaluated again (0 when none were, as OpenAI reports it), and
+    ``cache_write_tokens`` how many were evaluated and written to the cache for later requests."""
+    if min(cached_tokens, cache_write_tokens) < 0 or cached_tokens + cache_write_tokens > prompt_tokens:
+        raise ValueError(f"cached_tokens ({cached_tokens}) and cache_write_tokens ({cache_write_tokens}) must be at "
+                         f"least 0 and together at most prompt_tokens ({prompt_tokens})")
     return {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens,
-            "total_tokens": prompt_tokens + output_tokens, "prompt_tokens_details": {"cached_tokens": cached_tokens}}
+            "total_tokens": prompt_tokens + output_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens, "cache_write_tokens": cache_write_tokens}}
 
 
 def openai_response(model: str, content: str, tool_calls: list[Message], done_reason: str,
-                    prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> dict[str, Any]:
+                    prompt_tokens: int, output_tokens: int, cached_tokens: int = 0,
+                    cache_write_tokens: int = 0) -> dict[str, Any]:
     message: Message = {"role": "assistant", "content": content or (None if tool_calls else "")}
     if tool_calls:
         message["tool_calls"] = openai_tool_calls(tool_calls)
@@ -208,7 +213,7 @@ def openai_response(model: str, content: str, tool_calls: list[Message], done_re
             "system_fingerprint": "fp_course_lib",
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": openai_finish_reason(tool_calls, done_reason)}],
-            "usage": openai_usage(prompt_tokens, output_tokens, cached_tokens)}
+            "usage": openai_usage(prompt_tokens, output_tokens, cached_tokens, cache_write_tokens)}
 
 
 def openai_error(message: str, status: int) -> dict[str, Any]:
@@ -274,8 +279,10 @@ def ollama_reply(reply: dict[str, Any], model: str, nanoseconds: int) -> dict[st
 
 
 def ollama_stats(reply: dict[str, Any], nanoseconds: int) -> dict[str, Any]:
-    """How an OpenAI completion ended and what it read and wrote, in Ollama's fields."""
+    """How an OpenAI completion ended and what it read and wrote, in Ollama's fields (the cached
+    part of the prompt only when the server said it)."""
     usage = reply.get("usage") or {}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     return {"done_reason": FINISH_REASONS.get(reply["choices"][0].get("finish_reason") or "stop", "stop"),
             "prompt_eval_count": usage.get("prompt_tokens", 0), "eval_count": usage.get("completion_tokens", 0),
-            "total_duration": nanoseconds}
+            **({} if cached is None else {"prompt_eval_cached_count": cached}), "total_duration": nanoseconds}

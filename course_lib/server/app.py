@@ -20,13 +20,16 @@ What happens to a chat request:
 
 Differences from Ollama worth knowing: ``/api/show`` returns the GGUF's Jinja template
 (Ollama shows its own Go template); ``prompt_eval_count`` is always the whole prompt,
-even when most of it came from the cache; text that is not a call of a declared tool
+even when most of it came from the cache (as in current Ollama; older versions left it out
+when the prompt was cached); text that is not a call of a declared tool
 stays in ``content`` (Ollama drops an undeclared call).
 
-How much of a prompt came from the cache: Ollama's API has no field for it, so ``/api/chat``
-does not say. The OpenAI route says it in OpenAI's words (``usage.prompt_tokens_details.
-cached_tokens``), the Anthropic route in Anthropic's (``usage.cache_read_input_tokens``, with
-``cache_creation_input_tokens`` for what the prompt added to the cache): ``streams.py``.
+How much of a prompt came from the cache, each route says in its API's own words: Ollama's
+``prompt_eval_cached_count`` (a field Ollama added in 2026, ollama/ollama pull request 17943;
+``prompt_eval_count`` stays the whole prompt), OpenAI's ``usage.prompt_tokens_details.
+cached_tokens`` and Anthropic's ``usage.cache_read_input_tokens``. What a prompt added to the
+cache is OpenAI's ``cache_write_tokens`` and Anthropic's ``cache_creation_input_tokens``
+(``streams.py``); Ollama has no field for that, and the server adds none of its own.
 """
 
 from __future__ import annotations
@@ -388,7 +391,7 @@ async def respond(request: Request, engine: ServedModel, events: AsyncIterator[d
     def final(stats: GenerationStats, part: dict[str, Any]) -> dict[str, Any]:
         return {**line(part), "done": True, "done_reason": stats.done_reason,
                 "total_duration": time.perf_counter_ns() - started, "load_duration": stats.load_duration,
-                "prompt_eval_count": stats.prompt_eval_count,
+                "prompt_eval_count": stats.prompt_eval_count, "prompt_eval_cached_count": stats.cache_read_tokens,
                 "prompt_eval_duration": stats.prompt_eval_duration,
                 "eval_count": stats.eval_count, "eval_duration": stats.eval_duration}
 

@@ -55,7 +55,7 @@ class CacheUse:
 @dataclass
 class GenerationStats:
     """What one generation cost, in the units of Ollama's response fields, and what its prompt
-    owed to the cache (which Ollama's API does not report; the OpenAI and Anthropic dialects do)."""
+    owed to the cache (each API's usage fields report it: ``app.py`` and ``streams.py``)."""
 
     done_reason: str  # "stop": the model ended its turn or hit a stop string; "length": a token cap
     prompt_eval_count: int  # tokens in the prompt, the cached ones included

@@ -20,7 +20,7 @@ from .generation import GenerationStats
 
 def openai_json(model: str, content: str, calls: list[dict[str, Any]], stats: GenerationStats) -> dict[str, Any]:
     return dialects.openai_response(model, content, calls, stats.done_reason, stats.prompt_eval_count,
-                                    stats.eval_count, stats.cache_read_tokens)
+                                    stats.eval_count, stats.cache_read_tokens, stats.cache_write_tokens)
 
 
 async def openai_sse(model: str, events: AsyncIterator[dict[str, Any] | GenerationStats]):
@@ -38,7 +38,8 @@ async def openai_sse(model: str, events: AsyncIterator[dict[str, Any] | Generati
     async for event in events:
         if isinstance(event, GenerationStats):
             yield None, chunk({}, dialects.openai_finish_reason(calls, event.done_reason))
-            usage = dialects.openai_usage(event.prompt_eval_count, event.eval_count, event.cache_read_tokens)
+            usage = dialects.openai_usage(event.prompt_eval_count, event.eval_count, event.cache_read_tokens,
+                                          event.cache_write_tokens)
             yield None, {**chunk({}), "choices": [], "usage": usage}
             yield None, "[DONE]"
             return
