@@ -191,6 +191,8 @@ class TracedModel:
             span.set_attributes({"gen_ai.usage.input_tokens": reply.get("prompt_eval_count", 0),
                                  "gen_ai.usage.output_tokens": reply.get("eval_count", 0),
                                  "gen_ai.response.finish_reasons": [str(reply.get("done_reason", ""))]})
+            if "prompt_eval_cached_count" in reply:  # the part of input_tokens the server's cache served
+                span.set_attribute("gen_ai.usage.cache_read.input_tokens", reply["prompt_eval_cached_count"])
             return reply
 
 

@@ -112,6 +112,25 @@ def test_a_traced_run_has_genai_spans_and_no_raw_values_in_what_is_exported():
         assert secret not in exported
 
 
+def test_a_chat_span_has_the_cached_input_tokens_when_the_server_reports_them():
+    """OpenTelemetry's ``gen_ai.usage.cache_read.input_tokens`` (part of ``input_tokens``), from
+    Ollama's ``prompt_eval_cached_count``; a server that does not report it gets no attribute."""
+    class Caching:
+        def __init__(self, reply):
+            self.reply = reply
+
+        def chat(self, messages, tools=None, options=None, **fields):
+            return self.reply
+
+    for reply, cached in [({"prompt_eval_count": 300, "prompt_eval_cached_count": 256}, 256),
+                          ({"prompt_eval_count": 300}, None)]:
+        tracer = Tracer()
+        tracer.model(Caching(reply), "m").chat([{"role": "user", "content": "x"}])
+        [span] = tracer.finished()
+        assert span.attributes["gen_ai.usage.input_tokens"] == 300
+        assert span.attributes.get("gen_ai.usage.cache_read.input_tokens") == cached
+
+
 class Collector(SpanExporter):
     """Lesson 7's exporter, written out: every span it is sent, as a JSON document."""
 
