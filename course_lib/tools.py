@@ -18,6 +18,9 @@ declaration as given and checks arguments against its schema (``jsonschema``) in
 Python signature; everything else (the loop, the guards, the spans) treats it like any tool.
 A schema written by someone else can be broken; then its calls fail with an error result
 the model can read, and the loop goes on.
+
+OpenAI's ``"strict": true`` takes only a subset of JSON Schema, with every property required
+and no others allowed; ``strict_problems`` says what keeps a declaration out of it (lesson 3).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import copy
 import inspect
 import json
 import re
+from collections import deque
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
@@ -186,3 +190,100 @@ def run_tool_calls(message: dict[str, Any], tools: dict[str, ToolFunction]) -> l
     return [{"role": "tool", "tool_name": call["function"]["name"],
              "content": run_tool_call(call["function"]["name"], call["function"].get("arguments") or {}, tools)}
             for call in message.get("tool_calls") or []]
+
+
+# --- OpenAI's strict mode: what a declaration must look like --------------------------------
+
+STRICT_TYPES = {"string", "number", "boolean", "integer", "object", "array", "null"}
+STRICT_REFUSED = ("allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas")
+STRICT_FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+STRICT_MAX_DEPTH = 10  # objects nested in objects
+STRICT_MAX_PROPERTIES = 5_000  # in the whole schema
+STRICT_MAX_ENUM_VALUES = 1_000  # in the whole schema
+SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")  # keywords that hold a name -> schema map
+SUBSCHEMA_LISTS = ("anyOf",)  # keywords that hold a list of schemas
+
+
+def strict_problems(schema: dict[str, Any]) -> list[str]:
+    """What keeps ``schema`` (a tool's ``parameters``) from being sent with ``"strict": true``
+    to OpenAI, one sentence per problem with where it is; an empty list if nothing does.
+
+    Strict mode makes the provider constrain decoding to the schema, so the arguments always
+    parse and fit. It takes a subset of JSON Schema (OpenAI's "Structured Outputs, supported
+    schemas"), checked here:
+
+    - the root is an object (not an ``anyOf``);
+    - every object lists **all** its properties in ``required`` and says
+      ``"additionalProperties": false``; an optional field is a union with null,
+      ``"type": ["string", "null"]``, still required;
+    - types are string, number, boolean, integer, object, array, null; ``anyOf`` is allowed
+      inside, ``allOf``, ``not``, ``if``/``then``/``else``, ``dependentRequired`` and
+      ``dependentSchemas`` are not; a string ``format`` is one of ``STRICT_FORMATS``;
+    - at most 10 levels of nested objects, 5,000 properties and 1,000 enum values in all.
+
+    The walk keeps a queue, not recursion, so a schema of any depth gets an answer; problems
+    come in the order the schema's parts are reached, outermost first.
+    """
+    if not isinstance(schema, dict):
+        raise TypeError(f"a JSON schema is an object (a dict), not {type(schema).__name__}")
+    problems: list[str] = []
+    if schema.get("type") != "object" or "anyOf" in schema:
+        problems.append("(root): must be {\"type\": \"object\", ...}, not an anyOf or another type")
+    properties_seen = enum_values = 0
+    queue: deque[tuple[str, Any, int]] = deque([("", schema, 0)])  # (where, schema, objects above it)
+    while queue:
+        where, node, depth = queue.popleft()
+        place = where or "(root)"
+        if not isinstance(node, dict):
+            problems.append(f"{place}: a schema must be an object, not {type(node).__name__}")
+            continue
+        problems += [f"{place}: {keyword} is not supported in strict mode" for keyword in STRICT_REFUSED
+                     if keyword in node]
+        types = node.get("type", [])
+        for kind in types if isinstance(types, list) else [types]:
+            if kind not in STRICT_TYPES:
+                problems.append(f"{place}: type {kind!r} is not one of {', '.join(sorted(STRICT_TYPES))}")
+        if "format" in node and node["format"] not in STRICT_FORMATS:
+            problems.append(f"{place}: format {node['format']!r} is not one of {', '.join(sorted(STRICT_FORMATS))}")
+        if isinstance(node.get("enum"), list):
+            enum_values += len(node["enum"])
+        is_object = "object" in (types if isinstance(types, list) else [types]) or "properties" in node
+        if is_object:
+            depth += 1
+            problems += _strict_object_problems(place, node, depth)
+            properties_seen += len(node["properties"]) if isinstance(node.get("properties"), dict) else 0
+        for keyword in SUBSCHEMA_MAPS:
+            children = node.get(keyword)
+            if isinstance(children, dict):
+                queue += [(f"{where}.{keyword}.{name}".lstrip("."), child, depth) for name, child in children.items()]
+            elif children is not None:
+                problems.append(f"{place}: {keyword} must map names to schemas")
+        for keyword in SUBSCHEMA_LISTS:
+            children = node.get(keyword)
+            if isinstance(children, list):
+                queue += [(f"{where}.{keyword}[{i}]".lstrip("."), child, depth) for i, child in enumerate(children)]
+            elif children is not None:
+                problems.append(f"{place}: {keyword} must be a list of schemas")
+        if "items" in node:
+            queue.append((f"{where}.items".lstrip("."), node["items"], depth))
+    if properties_seen > STRICT_MAX_PROPERTIES:
+        problems.append(f"(whole schema): {properties_seen} properties, more than {STRICT_MAX_PROPERTIES}")
+    if enum_values > STRICT_MAX_ENUM_VALUES:
+        problems.append(f"(whole schema): {enum_values} enum values, more than {STRICT_MAX_ENUM_VALUES}")
+    return problems
+
+
+def _strict_object_problems(place: str, node: dict[str, Any], depth: int) -> list[str]:
+    """The strict rules for one object schema: all properties required, no others allowed, not too deep."""
+    problems = []
+    if depth > STRICT_MAX_DEPTH:
+        problems.append(f"{place}: objects nested {depth} deep, more than {STRICT_MAX_DEPTH}")
+    if node.get("additionalProperties") is not False:
+        problems.append(f"{place}: needs \"additionalProperties\": false")
+    properties = node.get("properties") or {}
+    required = node.get("required") or []
+    if isinstance(properties, dict) and isinstance(required, list):
+        problems += [f"{place}: {name!r} is not in required (strict mode requires every property; "
+                     f"an optional one is a union with null, still required)"
+                     for name in properties if name not in required]
+    return problems
