@@ -11,6 +11,7 @@ from course_lib.runtime import EmbeddedServer
 
 os.environ.setdefault("COURSE_EMBEDDED", "1")  # never depend on another server on this machine
 os.environ.setdefault("COURSE_QUICK", "1")  # experiments run small; COURSE_QUICK=0 runs them in full
+os.environ["COURSE_LANG"] = "en"  # checks speak English here, whatever the shell says; tests of ja ask for it
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_FOLDERS = (ROOT / "notebooks", ROOT / "solutions")
