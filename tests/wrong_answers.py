@@ -425,18 +425,25 @@ WRONG: dict[str, dict[int, list[Wrong]]] = {
         ],
         4: [
             Wrong("the history returned as it is", "return history"),
-            Wrong("the time added to the user's last message", '''
-                *earlier, last = history
-                return [{"role": "system", "content": SYSTEM}, *earlier,
-                        {**last, "content": f"{last['content']}\\nCurrent time: {now}"}]
+            Wrong("the time in a system message at the end, which Anthropic's API refuses", '''
+                return [{"role": "system", "content": SYSTEM}, *history, {"role": "system", "content": f"Current time: {now}"}]
             '''),
+            Wrong("the time in the system prompt, so the prefix changes every request", '''
+                return [{"role": "system", "content": f"{SYSTEM} Current time: {now}"}, *history]
+            '''),
+            changed("the time without the blank line", ('{**last, "content": f"{last[\'content\']}\\n\\n(Current time: {now})"}]',
+                                                        '{**last, "content": f"{last[\'content\']} (Current time: {now})"}]')),
             Wrong("only the last message of the history kept", '''
-                return [{"role": "system", "content": SYSTEM}, history[-1], {"role": "system", "content": f"Current time: {now}"}]
+                last = history[-1]
+                return [{"role": "system", "content": SYSTEM}, {**last, "content": f"{last['content']}\\n\\n(Current time: {now})"}]
             '''),
-            Wrong("the caller's history changed", '''
-                history.insert(0, {"role": "system", "content": SYSTEM})
-                history.append({"role": "system", "content": f"Current time: {now}"})
-                return list(history)
+            Wrong("the time added to the first user message", '''
+                first, *rest = history
+                return [{"role": "system", "content": SYSTEM}, {**first, "content": f"{first['content']}\\n\\n(Current time: {now})"}, *rest]
+            '''),
+            Wrong("the caller's last message changed in place", '''
+                history[-1]["content"] += f"\\n\\n(Current time: {now})"
+                return [{"role": "system", "content": SYSTEM}, *history]
             '''),
         ],
     },
