@@ -20,6 +20,11 @@ to check. Here every number has a source:
 
 A lesson's minutes are reading + the larger of the two run times + exercises. Discussion and
 breaks are not in them.
+
+An appendix (``notebooks/appendix_NAME.ipynb``, for the curious) is no lesson: it has no
+minutes and no place in an agenda, and the command lists it below the table with its words.
+A notebook in ``notebooks/`` named neither like a lesson nor like an appendix is an error,
+not left out.
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ README_RUN_TIMES: dict[str, tuple[float, float | None, str]] = {
 QUICK_WORDS = {"8": "with `COURSE_QUICK=1` (about 2 to 3 minutes each",
                "9": "with `COURSE_QUICK=1` (about 2 to 3 minutes each",
                "11": "about 1.5 minutes with `COURSE_QUICK=1`"}
-LESSON_FILE = re.compile(r"^(\d+b?)_\w+\.ipynb$")
+LESSON_FILE = re.compile(r"^(\d+[ab]?)_\w+\.ipynb$")  # 9a and 9b sit between 9 and 10
+APPENDIX_FILE = re.compile(r"^appendix_\w+\.ipynb$")
 WORD = re.compile(r"\S*\w\S*")  # a run of non-space characters with a letter or digit in it
 STATED = re.compile(r"About (\d+) minutes")  # a lesson's own estimate ("About two minutes of model time" is not one)
 
@@ -86,7 +92,7 @@ class Section:
 
 @dataclass
 class Lesson:
-    number: str  # "1" ... "13", "9b"
+    number: str  # "1" ... "13", "9a", "9b"
     path: Path
     title: str
     stated: str | None  # the lesson's own "About N minutes", if it says so
@@ -198,13 +204,36 @@ def measure(path: Path, readme: dict[str, tuple[float, float | None]]) -> Lesson
     return lesson
 
 
+def notebooks_in(root: Path) -> list[Path]:
+    """The notebooks in ``root/notebooks`` (not its folders), after checking each is a lesson or an appendix."""
+    paths = sorted((root / "notebooks").glob("*.ipynb"))
+    for path in paths:
+        if not (LESSON_FILE.match(path.name) or APPENDIX_FILE.match(path.name)):
+            raise ValueError(f"notebooks/{path.name} is named neither like a lesson (NN_name.ipynb, NNa_name.ipynb, "
+                             "NNb_name.ipynb) nor like an appendix (appendix_name.ipynb)")
+    return paths
+
+
+def appendices(root: Path = ROOT) -> list[Path]:
+    """The appendices in ``notebooks/``: read by the curious, timed by no agenda."""
+    return [path for path in notebooks_in(root) if APPENDIX_FILE.match(path.name)]
+
+
 def lessons(root: Path = ROOT) -> list[Lesson]:
-    """Every lesson in ``notebooks/``, in the course's order (9b after 9)."""
+    """Every lesson in ``notebooks/``, in the course's order (9a and 9b after 9)."""
     readme = readme_run_times((root / "README.md").read_text(encoding="utf-8"))
-    paths = [path for path in (root / "notebooks").glob("*.ipynb") if LESSON_FILE.match(path.name)]
+    paths = [path for path in notebooks_in(root) if LESSON_FILE.match(path.name)]
     if not paths:
         raise ValueError(f"no lessons (NN_name.ipynb) in {root / 'notebooks'}")
     return sorted((measure(path, readme) for path in paths), key=lambda lesson: lesson.path.name)
+
+
+def appendix_line(path: Path, wpm: float) -> str:
+    """One line for an appendix: its words and the committed run's seconds, and no minutes for an agenda."""
+    found = sections_of(nbformat.read(path, as_version=4))
+    words, seconds = sum(section.words for section in found), sum(section.seconds for section in found)
+    return (f"appendix, not timed for an agenda: {path.name}, {words:,} words ({words / wpm:.1f} min of reading), "
+            f"{seconds / 60:.1f} min of running in the committed run")
 
 
 def minutes_text(seconds: float | None) -> str:
@@ -243,13 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.wpm <= 0 or args.exercise_minutes < 0:
         parser.error("--wpm must be above 0 and --exercise-minutes at least 0")
     try:
-        found = lessons()
+        found, extra = lessons(), appendices()
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(table(found, args.wpm, args.exercise_minutes, args.sections))
     print(f"\nreading at {args.wpm:g} words a minute; {args.exercise_minutes:g} minutes per exercise; "
           "run time: the longer of the committed run's cells and the README's measured run")
+    for path in extra:
+        print(appendix_line(path, args.wpm))
     return 0
 
 

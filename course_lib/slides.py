@@ -1,11 +1,13 @@
 """Slides made from the lessons themselves: one reveal.js deck per lesson, never a hand-written copy.
 
-    python -m course_lib.slides OUT                  # every lesson in notebooks/
+    python -m course_lib.slides OUT                  # every notebook in notebooks/ (the appendix too)
     python -m course_lib.slides OUT notebooks/01_the_wire.ipynb [more notebooks]
 
-writes ``OUT/01_the_wire.slides.html`` and so on, with nbconvert's ``SlidesExporter``. A slide
-deck needs to know where each slide starts, which a notebook says in each cell's
-``slideshow`` metadata; the lessons carry none, so a copy of each lesson gets it here:
+writes ``OUT/01_the_wire.slides.html`` and so on, with nbconvert's ``SlidesExporter``. The
+appendix for the curious gets a deck too: no agenda presents it, but a learner who asks about
+the server's cache can be shown its slides. A slide deck needs to know where each slide
+starts, which a notebook says in each cell's ``slideshow`` metadata; the lessons carry none,
+so a copy of each lesson gets it here:
 
 - a ``#`` or ``##`` heading starts a new slide (left to right): a markdown cell that holds one
   further down is split in two before it (``at_headings``);
@@ -189,7 +191,8 @@ def write_slides(out: Path, notebooks: list[Path], assets: str | None = None) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.slides", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="the folder the decks are written to (made if missing)")
-    parser.add_argument("notebooks", type=Path, nargs="*", help="lessons to convert (default: every lesson)")
+    parser.add_argument("notebooks", type=Path, nargs="*",
+                        help="notebooks to convert (default: every notebook in notebooks/, the appendix too)")
     parser.add_argument("--assets", help="a folder (a URL, or a path relative to OUT) holding reveal.js/, "
                                          "require.min.js and jquery.min.js, to load instead of the web")
     args = parser.parse_intermixed_args(argv)

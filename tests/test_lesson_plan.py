@@ -56,9 +56,24 @@ def test_the_quick_run_replaces_the_full_one_where_the_readme_measured_it():
     assert lesson.minutes(200, 10, quick=True) == 2 + 3 + 10
 
 
-def test_every_lesson_in_order_with_9b_after_9():
+def test_every_lesson_in_order_with_9a_and_9b_after_9():
     numbers = [lesson.number for lesson in lesson_plan.lessons(ROOT)]
-    assert numbers == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "9b", "10", "11", "12", "13"]
+    assert numbers == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "9a", "9b", "10", "11", "12", "13"]
+
+
+def test_an_appendix_is_no_lesson_and_a_misnamed_notebook_is_an_error(tmp_path):
+    assert [path.name for path in lesson_plan.appendices(ROOT)] == ["appendix_under_the_hood.ipynb"]
+    course = tmp_path / "course"
+    (course / "notebooks").mkdir(parents=True)
+    (course / "README.md").write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    for name in ("01_the_wire.ipynb", "09a_defense_table.ipynb", "appendix_under_the_hood.ipynb"):
+        (course / "notebooks" / name).write_bytes((ROOT / "notebooks" / name).read_bytes())
+    assert [lesson.number for lesson in lesson_plan.lessons(course)] == ["1", "9a"]
+    assert lesson_plan.appendices(course) == [course / "notebooks" / "appendix_under_the_hood.ipynb"]
+    (course / "notebooks" / "9c notes.ipynb").write_bytes((ROOT / "notebooks" / "01_the_wire.ipynb").read_bytes())
+    for listing in (lesson_plan.lessons, lesson_plan.appendices):
+        with pytest.raises(ValueError, match="notebooks/9c notes.ipynb is named neither like a lesson"):
+            listing(course)
 
 
 def test_a_run_time_the_readme_no_longer_says_is_an_error():
@@ -73,6 +88,7 @@ def test_the_command_prints_a_row_per_lesson(capsys):
     out = capsys.readouterr().out
     rows = len(lesson_plan.lessons(ROOT))
     assert out.count("\n| ") == 2 + rows - 1 and "reading at 150 words a minute" in out
-    assert "| 9b · AgentDojo itself" in out
+    assert "| 9a · The defense table" in out and "| 9b · AgentDojo itself" in out
+    assert "appendix, not timed for an agenda: appendix_under_the_hood.ipynb, " in out
     with pytest.raises(SystemExit):
         lesson_plan.main(["--wpm", "0"])
