@@ -50,6 +50,9 @@ class Adapter:
     path = "?"  # the endpoint, relative to the provider's base URL
     stop_path: tuple[str | int, ...] = ()  # where the response says why the model stopped
     usage_paths: tuple[tuple[str | int, ...], tuple[str | int, ...]] = ((), ())  # input, output tokens
+    # Prompt tokens a dialect counts apart from usage_paths[0]: Anthropic's input_tokens leaves out
+    # what the prompt cache read or wrote, so its prompt is the sum (``read`` adds them up).
+    cache_paths: tuple[tuple[str | int, ...], ...] = ()
 
     def declare(self, tool: ToolFunction) -> dict[str, Any]:
         """The tool's declaration in this dialect."""
@@ -144,6 +147,7 @@ class AnthropicMessages(Adapter):
     name, path = "Anthropic /v1/messages", "/v1/messages"
     stop_path = ("stop_reason",)
     usage_paths = (("usage", "input_tokens"), ("usage", "output_tokens"))
+    cache_paths = (("usage", "cache_read_input_tokens"), ("usage", "cache_creation_input_tokens"))
 
     def declare(self, tool: ToolFunction) -> dict[str, Any]:
         return anthropic_messages.anthropic_tool(tool_schema(tool))
@@ -371,7 +375,8 @@ def describe(run: Run, system: str) -> dict[str, str]:
         "stop signal": f"{dotted(adapter.stop_path)} = {reply.stop!r}",
         "a result goes back as": _shape(adapter.results([(call, ToolResult("42"))])[0]),
         "a failed call": _shape(failed) + ("" if "is_error" in json.dumps(failed) else " (only the text says so)"),
-        "tokens used": " / ".join(dotted(path) for path in adapter.usage_paths),
+        "tokens used": " + ".join(dotted(path) for path in (adapter.usage_paths[0], *adapter.cache_paths))
+                       + " / " + dotted(adapter.usage_paths[1]),
     }
 
 

@@ -14,6 +14,8 @@ from course_lib.providers import (
     ADAPTERS,
     LoopStopped,
     Provider,
+    at,
+    describe,
     differences_table,
     responses_calls,
     responses_input,
@@ -81,6 +83,21 @@ def test_a_replys_prompt_tokens_count_what_the_cache_served_in_every_dialect():
               "anthropic": dialects.anthropic_response("m", "Hi", [], "stop", 300, 5, cache_read=192, cache_written=64)}
     for kind, body in bodies.items():
         assert ADAPTERS[kind].read(body).input_tokens == 300, kind
+
+
+def test_the_fields_the_table_names_for_a_prompt_add_up_to_the_prompt():
+    """The differences table's "tokens used" row names, per dialect, the fields whose sum is the
+    prompt: on a reply whose prompt came partly from the cache, they add up to what ``read`` counts."""
+    bodies = {"ollama": {**response("ollama", "Hi", []), "prompt_eval_count": 300, "prompt_eval_cached_count": 256},
+              "openai": dialects.openai_response("m", "Hi", [], "stop", 300, 5, cached_tokens=256),
+              "anthropic": dialects.anthropic_response("m", "Hi", [], "stop", 300, 5, cache_read=192, cache_written=64)}
+    for kind, body in bodies.items():
+        adapter = ADAPTERS[kind]
+        named = sum(at(body, path) for path in (adapter.usage_paths[0], *adapter.cache_paths))
+        assert named == adapter.read(body).input_tokens == 300, kind
+    assert describe(run(ScriptedProvider("anthropic", CALL_THEN_ANSWER), SYSTEM, "Stock?", TOOLS), SYSTEM)[
+        "tokens used"] == ("usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens"
+                           " / usage.output_tokens")
 
 
 def test_the_three_dialects_become_the_same_ollama_request():
