@@ -15,6 +15,7 @@ from course_lib.experiments.paired import (
     binomial_pmf,
     clustered_sign_test,
     mcnemar_exact,
+    p_text,
     rejecting_below,
     sign_test_power,
     two_sided_binomial_p,
@@ -231,3 +232,14 @@ def test_every_committed_table_is_compared_paired(name):
         rows = summarise(load_outcomes(path))
         assert len(claims(rows)) == len(rows) - 1
         assert {r["measure"] for r in paired_results(rows)} == {"attack success", "benign utility"}
+
+
+@pytest.mark.parametrize(("name", "pinned_cost"), [("tool_poisoning.json", (0, 5, 7, "0.062")),
+                                                    ("tool_poisoning_qwen2_5-coder_1_5b.json", (0, 8, 4, "0.0078"))])
+def test_pinning_cost_completions_under_attack_paired_over_tasks(name, pinned_cost):
+    """Lesson 12's numbers: utility under attack, pinned definitions against no defense, per user
+    task (each task attacked twice, poisoned and rug-pulled, so the task is the unit)."""
+    rows = {row.defense: row for row in summarise(load_outcomes(RESULTS / name))}
+    test = paired_test(rows["no defense"], rows["pinned definitions"], "utility under attack")
+    assert test.counted == "task completions" and test.unit == "user tasks"
+    assert (test.second_more, test.first_more, test.ties, p_text(test.p_value)) == pinned_cost

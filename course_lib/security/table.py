@@ -144,7 +144,9 @@ def overlap(a: Rate, b: Rate) -> bool:
 MEASURES: dict[str, tuple[Callable[[Outcome], bool], Callable[[Outcome], bool | None], str]] = {
     "attack success": (lambda o: o.attacked, lambda o: o.attack_succeeded, "attack successes"),
     "benign utility": (lambda o: not o.attacked, lambda o: o.utility, "task completions"),
+    "utility under attack": (lambda o: o.attacked, lambda o: o.utility, "task completions"),
 }
+SAVED_MEASURES = ("attack success", "benign utility")  # the measures ``claims`` states and a saved table keeps
 
 
 def paired_runs(first: Row, second: Row, measure: str = "attack success") -> list[tuple[str, bool, bool]]:
@@ -171,7 +173,7 @@ def paired_test(first: Row, second: Row, measure: str = "attack success") -> Pai
     """Two rows compared on the same cases: an exact sign test over the user tasks (lesson 8).
 
     Per user task, the successes under each row are counted over the cases both ran; a task
-    favours the row with fewer (attack success) or more (benign utility), or is a tie. The
+    favours the row with fewer (attack success) or more (task completions), or is a tie. The
     cases of one task are not independent, so the task, not the case, is the unit."""
     return clustered_sign_test(paired_runs(first, second, measure), first.defense, second.defense, "user tasks",
                                MEASURES[measure][2])
@@ -242,7 +244,7 @@ def paired_results(rows: list[Row], baseline: str = "no defense") -> list[dict[s
         return []
     results = []
     for row in rows:
-        for measure in MEASURES if row is not base else ():
+        for measure in SAVED_MEASURES if row is not base else ():
             result: dict[str, Any] = {"defense": row.defense, "measure": measure}
             try:
                 test = paired_test(base, row, measure)
