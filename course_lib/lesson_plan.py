@@ -3,6 +3,7 @@
     python -m course_lib.lesson_plan                 # one line per lesson
     python -m course_lib.lesson_plan --sections      # and one per ``##`` section
     python -m course_lib.lesson_plan --wpm 150 --exercise-minutes 12
+    python -m course_lib.lesson_plan --write-times   # each lesson's "**Time:**" line, from these numbers
 
 An agenda (docs/instructors/) needs minutes per lesson, and a guess is easy to write and hard
 to check. Here every number has a source:
@@ -19,7 +20,9 @@ to check. Here every number has a source:
   allowance you choose (``--exercise-minutes``, 10 by default), not a measurement.
 
 A lesson's minutes are reading + the larger of the two run times + exercises. Discussion and
-breaks are not in them.
+breaks are not in them. Each lesson says its own at the end of its first cell, in a line this
+module writes (``time_line``) and a test keeps current: a change to a lesson's words or its
+committed run changes the line, and ``--write-times`` rewrites it.
 
 An appendix (``notebooks/appendix_NAME.ipynb``, for the curious) is no lesson: it has no
 minutes and no place in an agenda, and the command lists it below the table with its words.
@@ -59,7 +62,7 @@ README_RUN_TIMES: dict[str, tuple[float, float | None, str]] = {
     "5": (227, None, "lesson 1 29 s, 2 37 s, 3 193 s, 4 213 s, 5 227 s, 6 109 s, 7 130 s"),
     "6": (109, None, "lesson 1 29 s, 2 37 s, 3 193 s, 4 213 s, 5 227 s, 6 109 s, 7 130 s"),
     "7": (130, None, "lesson 1 29 s, 2 37 s, 3 193 s, 4 213 s, 5 227 s, 6 109 s, 7 130 s"),
-    "8": (739, 180, "12 minutes (lesson 8, 739 s with 4 requests at a time"),
+    "8": (1060, 180, "18 minutes (lesson 8: its cells took 1,060 s with 4 requests at a time"),
     "9": (240, 180, "one attacked case per defense itself, about 4 minutes in full"),
     "10": (150, None, "Lesson 10 takes about 2.5 minutes"),
     "11": (210, 90, "lesson 11 about 3.5 minutes in full"),
@@ -72,7 +75,7 @@ QUICK_WORDS = {"8": "with `COURSE_QUICK=1` (about 2 to 3 minutes each",
 LESSON_FILE = re.compile(r"^(\d+[ab]?)_\w+\.ipynb$")  # 9a and 9b sit between 9 and 10
 APPENDIX_FILE = re.compile(r"^appendix_\w+\.ipynb$")
 WORD = re.compile(r"\S*\w\S*")  # a run of non-space characters with a letter or digit in it
-STATED = re.compile(r"About (\d+) minutes")  # a lesson's own estimate ("About two minutes of model time" is not one)
+STATED = re.compile(r"\*\*Time:\*\* about (\d+) minutes")  # the lesson's own line, written by time_line
 
 
 @dataclass
@@ -120,6 +123,18 @@ class Lesson:
         if quick and self.readme_quick_seconds is not None:
             return self.readme_quick_seconds
         return max(self.seconds, self.readme_seconds or 0.0)
+
+    def time_line(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE) -> str:
+        """The line a lesson ends its first cell with: its minutes, and where they come from."""
+        reading = max(1, round(self.words / wpm))
+        running = max(1, math.ceil(self.run_seconds() / 60))
+        total = self.minutes(wpm, per_exercise)
+        if not self.exercises:
+            return (f"**Time:** about {total} minutes: {reading} of reading and {running} of running the cells "
+                    "(no exercises; measured by `python -m course_lib.lesson_plan`).")
+        exercises = f"{self.exercises} exercise" + ("s" if self.exercises > 1 else "")
+        return (f"**Time:** about {total} minutes: {reading} of reading, {running} of running the cells and "
+                f"{self.exercises * per_exercise:g} for the {exercises} (measured by `python -m course_lib.lesson_plan`).")
 
     def minutes(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE,
                 quick: bool = False, exercises: int | None = None) -> int:
@@ -262,12 +277,31 @@ def table(found: list[Lesson], wpm: float, per_exercise: float, with_sections: b
     return "\n".join(rows)
 
 
+TIME_LINE = re.compile(r"\n*\*\*Time:\*\* about \d+ minutes[^\n]*")
+
+
+def write_time_lines(found: list[Lesson]) -> list[Path]:
+    """End each lesson's first cell with its current ``time_line``; return the notebooks changed."""
+    changed = []
+    for lesson in found:
+        notebook = nbformat.read(lesson.path, as_version=4)
+        first = notebook.cells[0]
+        text = TIME_LINE.sub("", first.source).rstrip("\n") + "\n\n" + lesson.time_line()
+        if text != first.source:
+            first.source = text
+            nbformat.write(notebook, lesson.path)
+            changed.append(lesson.path)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_lib.lesson_plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--wpm", type=float, default=WORDS_PER_MINUTE, help="reading speed, words a minute")
     parser.add_argument("--exercise-minutes", type=float, default=MINUTES_PER_EXERCISE,
                         help="the allowance for one exercise, in minutes")
     parser.add_argument("--sections", action="store_true", help="one row per ## section too")
+    parser.add_argument("--write-times", action="store_true",
+                        help="end each lesson's first cell with its time line (at the default rates)")
     args = parser.parse_args(argv)
     if args.wpm <= 0 or args.exercise_minutes < 0:
         parser.error("--wpm must be above 0 and --exercise-minutes at least 0")
@@ -276,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.write_times:
+        for path in write_time_lines(found):
+            print(f"wrote the time line of {path.name}")
+        return 0
     print(table(found, args.wpm, args.exercise_minutes, args.sections))
     print(f"\nreading at {args.wpm:g} words a minute; {args.exercise_minutes:g} minutes per exercise; "
           "run time: the longer of the committed run's cells and the README's measured run")

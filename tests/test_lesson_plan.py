@@ -42,7 +42,7 @@ def test_a_lesson_is_measured_from_its_notebook_and_its_solutions():
     assert lesson.code_cells == sum(cell.cell_type == "code" for cell in notebook.cells)
     assert lesson.exercises == 4 and lesson.solution_lines > 4
     assert lesson.readme_seconds == 29 and lesson.readme_quick_seconds is None
-    assert 0 < lesson.seconds < 120 and lesson.stated == "20"
+    assert 0 < lesson.seconds < 120 and lesson.stated == str(lesson.minutes(200, 10))
     reading, running = lesson.words / 200, max(lesson.seconds, 29) / 60
     assert lesson.minutes(200, 10) == -(-(reading + running + 40) // 1)
 
@@ -92,3 +92,21 @@ def test_the_command_prints_a_row_per_lesson(capsys):
     assert "appendix, not timed for an agenda: appendix_under_the_hood.ipynb, " in out
     with pytest.raises(SystemExit):
         lesson_plan.main(["--wpm", "0"])
+
+
+def test_every_lesson_ends_its_first_cell_with_its_current_time_line():
+    stale = []
+    for lesson in lesson_plan.lessons(ROOT):
+        first = nbformat.read(lesson.path, as_version=4).cells[0].source
+        if not first.endswith(lesson.time_line()) or first.count("**Time:**") != 1:
+            stale.append(f"{lesson.path.name}: should end with {lesson.time_line()!r}")
+    assert not stale, "run `python -m course_lib.lesson_plan --write-times`:\n" + "\n".join(stale)
+
+
+def test_a_time_line_says_where_its_minutes_come_from():
+    lesson = lesson_plan.Lesson("3", Path("03_x.ipynb"), "Lesson 3", None,
+                                [lesson_plan.Section("all", prose_words=1900, seconds=130.0)], exercises=3)
+    assert lesson.time_line() == ("**Time:** about 42 minutes: 10 of reading, 3 of running the cells and 30 for the "
+                                  "3 exercises (measured by `python -m course_lib.lesson_plan`).")
+    lesson.exercises = 0
+    assert lesson.time_line().startswith("**Time:** about 13 minutes: 10 of reading and 3 of running the cells")
