@@ -126,9 +126,9 @@ class Lesson:
 
     def time_line(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE) -> str:
         """The line a lesson ends its first cell with: its minutes, and where they come from."""
-        reading = max(1, round(self.words / wpm))
-        running = max(1, math.ceil(self.run_seconds() / 60))
         total = self.minutes(wpm, per_exercise)
+        running = max(1, math.ceil(self.run_seconds() / 60))
+        reading = max(1, total - running - round(self.exercises * per_exercise))  # so that the parts add up
         if not self.exercises:
             return (f"**Time:** about {total} minutes: {reading} of reading and {running} of running the cells "
                     "(no exercises; measured by `python -m course_lib.lesson_plan`).")

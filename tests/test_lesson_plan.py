@@ -106,7 +106,7 @@ def test_every_lesson_ends_its_first_cell_with_its_current_time_line():
 def test_a_time_line_says_where_its_minutes_come_from():
     lesson = lesson_plan.Lesson("3", Path("03_x.ipynb"), "Lesson 3", None,
                                 [lesson_plan.Section("all", prose_words=1900, seconds=130.0)], exercises=3)
-    assert lesson.time_line() == ("**Time:** about 42 minutes: 10 of reading, 3 of running the cells and 30 for the "
+    assert lesson.time_line() == ("**Time:** about 42 minutes: 9 of reading, 3 of running the cells and 30 for the "
                                   "3 exercises (measured by `python -m course_lib.lesson_plan`).")
     lesson.exercises = 0
     assert lesson.time_line().startswith("**Time:** about 13 minutes: 10 of reading and 3 of running the cells")
