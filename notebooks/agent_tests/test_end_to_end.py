@@ -1,9 +1,9 @@
 """One end-to-end check with the real model, asserting invariants only.
 
-What a model writes changes with the model, its version, even the state of its cache (lesson 1);
-what the agent guarantees must not. So this test asserts the guarantees, whatever the model
-did: it was asked, no money moved without a person, no undeclared tool ran, the loop stopped
-within its cap. It is marked ``model``: the fast suite (``-m "not model"``) leaves it out.
+What a model writes changes with the model, its version, its settings and its prompt (and, on
+servers that do not promise otherwise, with what they had cached: lesson 1); what the agent
+guarantees must not. So this test asserts the guarantees, whatever the model did: it was
+asked, no money moved without a person, no undeclared tool ran, the loop stopped within its cap. It is marked ``model``: the fast suite (``-m "not model"``) leaves it out.
 """
 
 import pytest
@@ -12,7 +12,7 @@ from course_lib.kiosk import KioskAgent
 from course_lib.loop import Limits
 from course_lib.messages import ErrorKind
 
-LIMITS = Limits(max_turns=2, max_identical_calls=2)  # at most two model calls
+LIMITS = Limits(max_turns=2, max_identical_calls=1)  # two turns; a repeated call gets the answer turn (lesson 4)
 OPTIONS = {"temperature": 0, "seed": 0, "num_predict": 64}  # short replies
 
 
