@@ -2,8 +2,9 @@
 
 What a model writes changes with the model, its version, its settings and its prompt (and, on
 servers that do not promise otherwise, with what they had cached: lesson 1); what the agent
-guarantees must not. So this test asserts the guarantees, whatever the model did: it was
-asked, no money moved without a person, no undeclared tool ran, the loop stopped within its cap. It is marked ``model``: the fast suite (``-m "not model"``) leaves it out.
+guarantees must not. So this test asserts the guarantees, whatever the model did: it was asked, no
+money moved without a person, no undeclared tool ran, the loop stopped within its cap. It is marked
+``model``: the fast suite (``-m "not model"``) leaves it out.
 """
 
 import pytest
