@@ -134,7 +134,8 @@ class Lesson:
                     "(no exercises; measured by `python -m course_lib.lesson_plan`).")
         exercises = f"{self.exercises} exercise" + ("s" if self.exercises > 1 else "")
         return (f"**Time:** about {total} minutes: {reading} of reading, {running} of running the cells and "
-                f"{self.exercises * per_exercise:g} for the {exercises} (measured by `python -m course_lib.lesson_plan`).")
+                f"{self.exercises * per_exercise:g} for the {exercises} "
+                "(measured by `python -m course_lib.lesson_plan`).")
 
     def minutes(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE,
                 quick: bool = False, exercises: int | None = None) -> int:

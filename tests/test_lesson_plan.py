@@ -109,4 +109,4 @@ def test_a_time_line_says_where_its_minutes_come_from():
     assert lesson.time_line() == ("**Time:** about 42 minutes: 9 of reading, 3 of running the cells and 30 for the "
                                   "3 exercises (measured by `python -m course_lib.lesson_plan`).")
     lesson.exercises = 0
-    assert lesson.time_line().startswith("**Time:** about 13 minutes: 10 of reading and 3 of running the cells")
+    assert lesson.time_line().startswith("**Time:** about 12 minutes: 9 of reading and 3 of running the cells")
