@@ -75,7 +75,7 @@ QUICK_WORDS = {"8": "with `COURSE_QUICK=1` (about 2 to 3 minutes each",
 LESSON_FILE = re.compile(r"^(\d+[ab]?)_\w+\.ipynb$")  # 9a and 9b sit between 9 and 10
 APPENDIX_FILE = re.compile(r"^appendix_\w+\.ipynb$")
 WORD = re.compile(r"\S*\w\S*")  # a run of non-space characters with a letter or digit in it
-STATED = re.compile(r"\*\*Time:\*\* about (\d+) minutes")  # the lesson's own line, written by time_line
+TIME_LINE = re.compile(r"\n*\*\*Time:\*\* about (\d+) minutes[^\n]*")  # the lesson's own line, written by time_line
 
 
 @dataclass
@@ -209,7 +209,7 @@ def measure(path: Path, readme: dict[str, tuple[float, float | None]]) -> Lesson
     number = match.group(1).lstrip("0")
     sections = sections_of(notebook)
     title = next((s.title for s in sections if s.title.startswith("Lesson")), path.stem).replace("`", "")
-    stated = STATED.search(notebook.cells[0].source) if notebook.cells else None
+    stated = TIME_LINE.search(notebook.cells[0].source) if notebook.cells else None
     lesson = Lesson(number, path, title, stated.group(1) if stated else None, sections)
     solution = path.parent.parent / "solutions" / path.name
     if solution.is_file():
@@ -276,9 +276,6 @@ def table(found: list[Lesson], wpm: float, per_exercise: float, with_sections: b
                                     str(section.code_cells), f"{section.words / wpm:.1f}",
                                     minutes_text(section.seconds), "", "", "", " |"]))
     return "\n".join(rows)
-
-
-TIME_LINE = re.compile(r"\n*\*\*Time:\*\* about \d+ minutes[^\n]*")
 
 
 def write_time_lines(found: list[Lesson]) -> list[Path]:
