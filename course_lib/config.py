@@ -10,7 +10,8 @@ variable               what it does                                             
                        ``$XDG_CACHE_HOME/course-tool-calling``, else ``~/.cache/...``)
 ``COURSE_EMBEDDED``    ``1``: never use a running Ollama, always the embedded       ``runtime``, ``gradebook``
                        server (the tests set it)
-``COURSE_QUICK``       ``1``: experiments run small, for CI                         ``experiments`` and the lessons
+``COURSE_QUICK``       ``1``: experiments run small, for CI (a command's           ``experiments`` and the lessons
+                       ``--quick`` says the same for that command only)
 ``COURSE_WORKERS``     cases an experiment sends at once (default 4; 1: one after   ``experiments`` and the lessons
                        another; the embedded server has 3 slots on 2 cores)
 ``COURSE_ORIGINS``     more web origins the server accepts (comma-separated,       ``server.guard``
@@ -68,8 +69,17 @@ def embedded_only() -> bool:
     return os.environ.get("COURSE_EMBEDDED") == "1"
 
 
-def quick_mode() -> bool:
-    """True when ``COURSE_QUICK=1``: run small, for CI."""
+def quick_mode(chosen: bool | None = None) -> bool:
+    """Quick mode (experiments run small, for CI): ``chosen``, when the caller chose (a command's
+    ``--quick``), else ``COURSE_QUICK=1``.
+
+    A command passes its ``--quick`` down as an argument and never writes it into
+    ``os.environ``: there it would outlive the command, and switch every later experiment of the
+    same process (a test that calls the command's ``main``) into quick mode. The functions that
+    shrink their work take ``quick: bool | None = None`` and ask ``quick_mode(quick)``, so a
+    lesson that passes nothing still gets ``COURSE_QUICK``."""
+    if chosen is not None:
+        return chosen
     return os.environ.get("COURSE_QUICK") == "1"
 
 

@@ -22,6 +22,11 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 PROGRESS_BAR = re.compile(r"\d+%\|.*\|")
 
 
+def kernel_environment() -> dict[str, str]:
+    """The environment a refreshed notebook's kernel runs in: this one, in full mode."""
+    return {**os.environ, "COURSE_QUICK": "0"}
+
+
 def without_progress_bars(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Drop tqdm widget outputs; drop the saved widget state too if no other widget is left."""
     widgets_left = False
@@ -42,10 +47,14 @@ def without_progress_bars(notebook: nbformat.NotebookNode) -> nbformat.NotebookN
 
 
 def refresh(path: Path) -> None:
+    """Run ``path`` in full on a fresh kernel and write it back with its new outputs.
+
+    ``COURSE_QUICK=0`` is given to the kernel's environment only: this process's own
+    ``os.environ`` is left as it was, so whatever runs after it here is not switched out of
+    quick mode."""
     notebook = nbformat.read(path, as_version=4)
-    os.environ["COURSE_QUICK"] = "0"
     NotebookClient(notebook, timeout=None, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+                   resources={"metadata": {"path": str(path.parent)}}).execute(env=kernel_environment())
     nbformat.write(without_progress_bars(notebook), path)
     print("refreshed", path)
 

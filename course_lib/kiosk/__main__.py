@@ -20,7 +20,6 @@ With ``COURSE_QUICK=1`` (or ``--quick``) only the first three cases run, into
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -59,7 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     common.add_argument("--cases", type=Path, default=Path("data/kiosk_requests.json"))
     common.add_argument("--data", type=Path, default=Path("data/products.json"), help="the shop's products and orders")
     common.add_argument("--out", type=Path, default=None, help="folder for the results (default data/results)")
-    common.add_argument("--quick", action="store_true", help="a smoke test: the first three cases")
+    common.add_argument("--quick", action="store_true", default=None,
+                        help="a smoke test: the first three cases (default: COURSE_QUICK)")
     commands = parser.add_subparsers(dest="command", required=True)
     evaluate_command = commands.add_parser("evaluate", parents=[common], help="lesson 11's evaluation on one model")
     evaluate_command.add_argument("--model", default=None, help="default: the course's model (COURSE_MODEL)")
@@ -67,13 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     routing_command.add_argument("--small", default="qwen2.5-coder:0.5b")
     routing_command.add_argument("--large", default="qwen2.5-coder:1.5b")
     args = parser.parse_args(argv)
-    if args.quick:
-        os.environ["COURSE_QUICK"] = "1"
+    quick = quick_mode(args.quick)  # passed down from here, never written into os.environ
     for path in (args.cases, args.data):
         if not path.is_file():
             parser.error(f"{path} is not a file (run from the course's folder, or name it)")
-    cases = evaluation_cases(load_cases(args.cases))
-    out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
+    cases = evaluation_cases(load_cases(args.cases), quick)
+    out = args.out or Path("data/results") / ("quick" if quick else "")
     started = time.perf_counter()
     if args.command == "evaluate":
         model_name = args.model or chosen_model()

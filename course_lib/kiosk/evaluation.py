@@ -110,9 +110,10 @@ def rows_text(results: list[Result]) -> str:
                      for r in results)
 
 
-def evaluation_cases(cases: list[EvalCase]) -> list[EvalCase]:
-    """All cases, or in quick mode (CI) the first three: a smoke test of the whole agent."""
-    return cases[:3] if quick_mode() else cases
+def evaluation_cases(cases: list[EvalCase], quick: bool | None = None) -> list[EvalCase]:
+    """All cases, or in quick mode (CI) the first three: a smoke test of the whole agent.
+    ``quick``: the caller's choice (``--quick``); None reads ``COURSE_QUICK``."""
+    return cases[:3] if quick_mode(quick) else cases
 
 
 def summary(results: list[Result]) -> dict[str, Any]:

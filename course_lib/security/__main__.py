@@ -25,7 +25,6 @@ OpenAI-compatible one such as vLLM or llama.cpp's server (``--api openai``, URL 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     common.add_argument("--scenarios", type=Path, default=Path("data/security_scenarios.json"))
     common.add_argument("--out", type=Path, default=None, help="folder for the results (default data/results)")
     common.add_argument("--defenses", default=None, help="comma-separated rows to run (default: all)")
-    common.add_argument("--quick", action="store_true", help="a smoke test: one or two attacked cases per row")
+    common.add_argument("--quick", action="store_true", default=None,
+                        help="a smoke test: one or two attacked cases per row (default: COURSE_QUICK)")
     common.add_argument("--server", default=None, help="run on this server instead of a fresh embedded one")
     common.add_argument("--model", default=None, help="the model to run (default: the course's, COURSE_MODEL)")
     common.add_argument("--workers", type=int, default=None,
@@ -74,11 +74,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.api != "ollama" and not args.server:
         parser.error("--api is how to talk to --server: name the server too")
-    if args.quick:
-        os.environ["COURSE_QUICK"] = "1"
+    quick = quick_mode(args.quick)  # passed down from here, never written into os.environ
     scenarios = load_scenarios(args.scenarios)
     workers = args.workers or config.workers()
-    out = args.out or Path("data/results") / ("quick" if quick_mode() else "")
+    out = args.out or Path("data/results") / ("quick" if quick else "")
 
     def chosen(rows: dict[str, Any]) -> dict[str, Any]:
         names = [name.strip() for name in (args.defenses or "").split(",") if name.strip()] or list(rows)
@@ -89,13 +88,13 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.command == "poisoning":
         from .poisoning import poisoning_cases, run_poisoning_table, standard_rows
-        policies, (benign, attacked) = chosen(standard_rows(scenarios)), poisoning_cases(scenarios)
+        policies, (benign, attacked) = chosen(standard_rows(scenarios)), poisoning_cases(scenarios, quick)
         name = "tool_poisoning"
 
         def run(model: ChatModel, journal: RunJournal) -> list[Outcome]:
             return run_poisoning_table(model, scenarios, policies, benign, attacked, workers, journal)
     else:
-        defenses, (benign, attacked) = chosen(standard_defenses()), table_cases(scenarios)
+        defenses, (benign, attacked) = chosen(standard_defenses()), table_cases(scenarios, quick)
         name = "defense_table"
 
         def run(model: ChatModel, journal: RunJournal) -> list[Outcome]:
@@ -104,8 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     model_name = args.model or chosen_model()
     rows = list(policies if args.command == "poisoning" else defenses)
     try:
-        journal = RunJournal(out / f"{name}.runs.jsonl", table_settings(model_name, args.scenarios, rows,
-                                                                         quick_mode()), args.resume)
+        journal = RunJournal(out / f"{name}.runs.jsonl", table_settings(model_name, args.scenarios, rows, quick),
+                             args.resume)
     except (FileExistsError, JournalMismatch) as problem:
         parser.error(str(problem))
     resumed = len(journal.kept)

@@ -276,10 +276,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--injection-tasks", default=None,
                         help="'all' (the default), 'none' (benign runs only) or comma-separated ids")
     parser.add_argument("--resume", action="store_true", help="keep the runs already saved in --out, run the others")
-    parser.add_argument("--quick", action="store_true", help="a smoke test: two tasks, two goals")
+    parser.add_argument("--quick", action="store_true", default=None,
+                        help="a smoke test: two tasks, two goals (default: COURSE_QUICK)")
     args = parser.parse_args(argv)
-    if args.quick:
-        os.environ["COURSE_QUICK"] = "1"
+    quick = quick_mode(args.quick)  # passed down from here, never written into os.environ
     modes: list[Mode] = []
     for name in filter(None, (mode.strip() for mode in args.modes.split(","))):
         if name not in MODES:
@@ -291,12 +291,12 @@ def main(argv: list[str] | None = None) -> None:
     model = args.model or chosen_model()
     suite = load_suite()
     try:
-        user_tasks, injection_tasks = chosen_tasks(suite, quick_mode(), args.user_tasks, args.injection_tasks)
+        user_tasks, injection_tasks = chosen_tasks(suite, quick, args.user_tasks, args.injection_tasks)
     except ValueError as error:
         parser.error(str(error))
     name = f"agentdojo_{SUITE}_{model.replace(':', '_').replace('.', '_')}.json"
-    out = args.out or Path("data/results") / ("quick" if quick_mode() else "") / name
-    settings = {"quick": quick_mode(), "user_tasks": user_tasks, "injection_tasks": injection_tasks}
+    out = args.out or Path("data/results") / ("quick" if quick else "") / name
+    settings = {"quick": quick, "user_tasks": user_tasks, "injection_tasks": injection_tasks}
     if out.exists() and not args.resume:
         parser.error(f"{out} exists: --resume goes on with it; delete it to start again")
     saved, rows = load(out) if args.resume and out.exists() else ({}, [])

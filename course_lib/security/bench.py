@@ -178,11 +178,12 @@ def recorded(tool: ToolFunction, returned: list[str]) -> ToolFunction:
     return call
 
 
-def table_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
+def table_cases(scenarios: Scenarios, quick: bool | None = None) -> tuple[list[Case], list[Case]]:
     """The benign and attacked cases of the table: all of them, or in quick mode (a smoke test
-    of every defense's code path) no benign case and the first attacked one."""
+    of every defense's code path) no benign case and the first attacked one. ``quick``: the
+    caller's choice (``--quick``); None reads ``COURSE_QUICK`` (``config.quick_mode``)."""
     benign, attacked = scenarios.benign_cases(), scenarios.attacked_cases()
-    return ([], attacked[:1]) if quick_mode() else (benign, attacked)
+    return ([], attacked[:1]) if quick_mode(quick) else (benign, attacked)
 
 
 def run_table(model: ChatModel, scenarios: Scenarios, defenses: dict[str, list[Defense]],

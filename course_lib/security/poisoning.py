@@ -115,10 +115,10 @@ def vector_tool(case: Case) -> str:
     return "read_inbox" if case.task.vector.startswith("inbox/") else "read_web_page"
 
 
-def poisoning_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
+def poisoning_cases(scenarios: Scenarios, quick: bool | None = None) -> tuple[list[Case], list[Case]]:
     """The benign cases, and each user task with goal ``i mod G`` and template ``i mod T`` on
     both servers (``Case.position`` names the server). Quick mode: no benign case, and the first
-    task on both servers."""
+    task on both servers. ``quick``: the caller's choice (``--quick``); None reads ``COURSE_QUICK``."""
     templates = list(TEMPLATES.items())
     attacked = []
     for i, task in enumerate(scenarios.user_tasks):
@@ -127,7 +127,7 @@ def poisoning_cases(scenarios: Scenarios) -> tuple[list[Case], list[Case]]:
         text = template.format(goal=goal.goal, user=scenarios.workspace["user"], tool_hint=goal.tool_hint)
         attacked += [Case(task, goal, name, text, server) for server in SERVERS]
     benign = scenarios.benign_cases()
-    return ([], attacked[:2]) if quick_mode() else (benign, attacked)
+    return ([], attacked[:2]) if quick_mode(quick) else (benign, attacked)
 
 
 def over_mcp(case: Case, policy: Policy) -> ToolSource:
