@@ -259,11 +259,3 @@ def _check_budgets(transcript: Transcript, limits: Limits, elapsed: float) -> No
         raise TokenBudgetExceeded(f"{transcript.tokens} tokens used, budget {limits.max_tokens}", transcript)
     if limits.max_seconds is not None and elapsed > limits.max_seconds:
         raise TimeBudgetExceeded(f"{elapsed:.1f} s elapsed, budget {limits.max_seconds} s", transcript)
-
-
-def __getattr__(name: str) -> Any:
-    """``plot_timeline`` moved to ``course_lib.display`` (the plots); lessons import it from here too."""
-    if name == "plot_timeline":
-        from .display import plot_timeline
-        return plot_timeline
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

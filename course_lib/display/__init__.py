@@ -8,9 +8,9 @@ imports it (``tests/test_architecture.py``).
 - ``approval``: ``approval_panel``, a person's yes or no to each parked side effect (lessons 9
   and 11), and how it shows text an attacker may have written (``shown``, ``visible``).
 
-Lessons written before this layer import some of these from where they used to live
-(``loop.plot_timeline``, ``experiments.plot_rates``, ``security.plot_table``,
-``security.approval.approval_panel``): those names still work, forwarded here on first use.
+Lessons import them from here (``from course_lib.display import plot_rates``): the modules whose
+results these draw (``loop``, ``experiments``, ``security``) never import this layer, not
+even inside a function (``tests/test_architecture.py``): logic does not depend on its pictures.
 """
 
 from .approval import approval_panel, shown, visible

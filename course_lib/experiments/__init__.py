@@ -17,11 +17,9 @@ the same with 1 worker or 4, only sooner, apart from what measures time (a recor
 a limit in seconds). Another server may batch in a way that changes answers.
 
 One module per part: ``statistics`` (rates, Wilson intervals, a rate as text), ``runner``
-(conditions, trials, records, saved results). The plots are in ``course_lib.display``;
-``plot_rates`` is still importable from here.
+(conditions, trials, records, saved results). The plots are in ``course_lib.display``
+(``plot_rates``), above this layer.
 """
-
-from typing import Any
 
 from ..config import quick_mode, workers
 from .runner import (
@@ -43,11 +41,3 @@ from .statistics import Rate, rate_text, wilson_interval
 __all__ = ["Experiment", "Prompt", "Rate", "Record", "load_rates", "quick_mode", "rate_text", "raw_sender",
            "raw_tool_request", "right_call", "run_all", "run_condition", "save", "save_rates", "trials",
            "wilson_interval", "workers"]
-
-
-def __getattr__(name: str) -> Any:
-    """``plot_rates`` moved to ``course_lib.display`` (the plots); lessons import it from here too."""
-    if name == "plot_rates":
-        from ..display import plot_rates
-        return plot_rates
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,13 +10,10 @@ lessons 9b, 12 and 13 build on them).
 - ``table``: the judged runs counted into the defense table, as text and claims, saved and read back;
 - ``poisoning``: lesson 12's tool-poisoning table, the same cases with tools served over MCP;
 - ``agentdojo_results``, ``agentdojo_bridge``, ``agentdojo_table``: lesson 9b, AgentDojo's own
-  benchmark against the course's server (``agentdojo_bridge`` needs ``pip install agentdojo``);
-- ``approval``: the old address of the approval panel, now ``course_lib.display.approval_panel``.
+  benchmark against the course's server (``agentdojo_bridge`` needs ``pip install agentdojo``).
 
-Plots and widgets are in ``course_lib.display``; ``plot_table`` is still importable from here.
+Plots and widgets (``plot_table``, the approval panel) are in ``course_lib.display``, above this layer.
 """
-
-from typing import Any
 
 from .bench import Outcome, RememberedReplies, run_case, run_table, table_cases
 from .defenses import (
@@ -56,11 +53,3 @@ __all__ = ["Allowlist", "ApprovalGate", "ArgumentPolicy", "Case", "Defense", "Fa
            "guarded_executor", "holds", "load_outcomes", "load_scenarios", "request_reviewer",
            "run_case", "run_table", "save_table", "standard_defenses", "summarise", "table_cases", "table_text",
            "tools_for_request"]
-
-
-def __getattr__(name: str) -> Any:
-    """``plot_table`` moved to ``course_lib.display`` (the plots); lessons import it from here too."""
-    if name == "plot_table":
-        from ..display import plot_table
-        return plot_table
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
