@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import importlib.metadata as metadata
 import os
 import platform
 import re
@@ -50,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import venv
 import zipfile
 from pathlib import Path
@@ -236,14 +238,15 @@ def llama_build_args(flags: set[str]) -> str | None:
     return " ".join(["-DGGML_NATIVE=OFF", *options])
 
 
-def install(extras: tuple[str, ...] = ("test",), wheelhouse: Path | None = None) -> None:
+def install(extras: tuple[str, ...] = ("test",), wheelhouse: Path | None = None, bundle: Path | None = None) -> None:
     """Install the course (editable) with its ``extras`` (the test tools; ``course.py test``
     adds AgentDojo), if needed: into ``.venv``, which is made here, or into the environment you
     activated.
 
-    With a ``wheelhouse`` (a bundle's ``wheels/`` folder) nothing is downloaded and nothing is
-    compiled: pip takes every package from that folder, as a wheel (``--no-index
-    --only-binary=:all:``), or stops and says which one the folder lacks for this machine."""
+    With a ``wheelhouse`` (the checked copy of a ``bundle``'s ``wheels/`` folder, see
+    ``checked_wheels``) nothing is downloaded and nothing is compiled: pip takes every package
+    from that folder, as a wheel (``--no-index --only-binary=:all:``), or stops and says which
+    one the bundle lacks for this machine."""
     missing = [p for p in prerequisites() if not p.found and not (wheelhouse and p.only_to_build)]
     for p in missing:
         if not p.only_to_build:
@@ -262,11 +265,12 @@ def install(extras: tuple[str, ...] = ("test",), wheelhouse: Path | None = None)
             print(f"warning: no {p.what} found; {p.how}.", flush=True)
     extras = tuple(sorted(set(extras) | (set(installed) if done == wanted else set())))
     if wheelhouse is not None:
-        print(f"Installing the course's packages from {wheelhouse}, with no network and no compiler.", flush=True)
+        bundle = bundle or wheelhouse.parent
+        print(f"Installing the course's packages from {bundle}, with no network and no compiler.", flush=True)
         offline = ["--no-index", "--find-links", str(wheelhouse), "--only-binary=:all:"]
         if not in_own_environment() and list(wheelhouse.glob("pip-*.whl")):
-            run_pip_offline(wheelhouse, "install", *offline, "--upgrade", "pip")
-        run_pip_offline(wheelhouse, "install", *offline, "-e", f".[{','.join(extras)}]")
+            run_pip_offline(bundle, "install", *offline, "--upgrade", "pip")
+        run_pip_offline(bundle, "install", *offline, "-e", f".[{','.join(extras)}]")
     else:
         print("Installing the course's packages. The first time, pip compiles llama-cpp-python "
               "from source (about 5 minutes on 2 cores).", flush=True)
@@ -281,7 +285,7 @@ def this_platform() -> str:
     return f"{sysconfig.get_platform()}, Python {sys.version_info.major}.{sys.version_info.minor}"
 
 
-def run_pip_offline(wheelhouse: Path, *args: str) -> None:
+def run_pip_offline(bundle: Path, *args: str) -> None:
     """Run the course's pip with ``args`` (showing its output as it comes), ignoring pip's settings
     on this machine (its configuration files and ``PIP_*`` variables: no other index or folder of
     wheels creeps in); if it fails
@@ -301,12 +305,12 @@ def run_pip_offline(wheelhouse: Path, *args: str) -> None:
     lacking = re.findall(r"No matching distribution found for (\S+)", "".join(output))
     if not lacking:
         sys.exit(process.returncode)
-    sys.exit(f"\nThe bundle's wheels ({wheelhouse}) have no {', '.join(lacking)} for this machine "
+    sys.exit(f"\nThe bundle's wheels ({bundle / 'wheels'}) have no {', '.join(lacking)} for this machine "
              f"({this_platform()}); nothing was compiled. A bundle serves the platforms it was built on "
              f"(its README.md lists them). To add this one: on a machine like this one, with a C/C++ compiler, run "
-             f"`python3 course.py bundle {wheelhouse.parent}` (it adds that machine's wheels to the bundle), or "
+             f"`python3 course.py bundle {bundle}` (it adds that machine's wheels to the bundle), or "
              f"build the wheels there with `pip wheel` and add them with `python3 course.py bundle "
-             f"{wheelhouse.parent} --add-wheels DIR`.")
+             f"{bundle} --add-wheels DIR`.")
 
 
 def dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
@@ -388,24 +392,27 @@ def wheel_hashes(wheel: Path) -> dict[str, str]:
         return record_hashes(archive.read(records[0]).decode()) if records else {}
 
 
-INSTALLED = """import importlib.metadata as metadata, sys
-try:
-    found = metadata.distribution(sys.argv[1])
-except metadata.PackageNotFoundError:
-    sys.exit(1)
-print(found.version)
-print(found.read_text("RECORD") or "")
-"""
+def site_folders(interpreter: Path) -> list[str] | None:
+    """Where ``interpreter`` keeps its installed packages, read from the folder it lives in:
+    ``lib/python3.X/site-packages`` of its environment (``Lib/site-packages`` on Windows); None
+    when it is the Python running this script, whose own ``sys.path`` already says."""
+    if same_path(interpreter, sys.executable):
+        return None
+    home = interpreter.parent.parent
+    return [str(folder) for folder in [*sorted(home.glob("lib/python3*/site-packages")), home / "Lib" / "site-packages"]
+            if folder.is_dir()]
 
 
 def installed(name: str) -> tuple[str, dict[str, str]] | None:
     """The version of ``name`` installed in the course's Python and the hashes its ``RECORD``
-    gives its files (pip keeps the wheel's own), or None if it is not installed there."""
-    done = subprocess.run([str(python()), "-c", INSTALLED, name], capture_output=True, text=True, cwd=ROOT)
-    if done.returncode != 0:
+    gives its files (pip keeps the wheel's own), or None if it is not installed there. Read
+    from that Python's package folders (``importlib.metadata``), so nothing is run in it."""
+    folders = site_folders(python())
+    found = next(iter(metadata.distributions(name=name) if folders is None
+                      else metadata.distributions(name=name, path=folders)), None)
+    if found is None:
         return None
-    version, _, record = done.stdout.partition("\n")
-    return version.strip(), record_hashes(record)
+    return found.version, record_hashes(found.read_text("RECORD") or "")
 
 
 def kept_llama_wheels() -> list[Path]:
@@ -468,22 +475,103 @@ def setup(extras: tuple[str, ...] = ("test",)) -> None:
     run(python(), "-m", "course_lib.models", "fetch")
 
 
-def setup_from(bundle: Path, extras: tuple[str, ...] = ("test",)) -> None:
+def setup_from(bundle: Path, extras: tuple[str, ...] = ("test",), fingerprint: str | None = None) -> None:
     """Set the course up from a bundle (``course.py bundle``) with no network at all: the
     packages from its wheels, the models it holds copied into the cache once their SHA-256
-    matches."""
-    wheelhouse = bundle.expanduser().resolve() / "wheels"
+    matches.
+
+    Nothing from the bundle runs before every file pip could install from it has been checked:
+    its wheels are copied into a private folder, each checked against the bundle's
+    ``SHA256SUMS`` on the way (``checked_wheels``), and pip installs from that copy only, so a
+    wheel swapped or added on the stick (one with a ``.pth`` file runs at every Python start) is
+    refused, not installed. ``fingerprint``: the manifest's own SHA-256, as ``bundle`` printed it
+    on the instructor's machine; given, a bundle whose manifest was rewritten is refused too."""
+    bundle = bundle.expanduser().resolve()
+    wheelhouse = bundle / "wheels"
     if not list(wheelhouse.glob("*.whl")):
         sys.exit(f"{bundle} is not a course bundle: it has no wheels/ folder with wheels in it "
                  "(`python3 course.py bundle FOLDER` writes one, on the instructor's machine).")
-    marker = wheelhouse.parent / THIS_MACHINE
+    marker = bundle / THIS_MACHINE
     built_for = (marker.read_text(encoding="utf-8").splitlines() or [""])[0] if marker.is_file() else None
     if built_for is not None and built_for != cpu_identity():
         sys.exit(f"{bundle} was written with --this-machine for another CPU ({built_for}; this one is "
                  f"{cpu_identity()}): its llama-cpp-python can stop with an illegal instruction here. Nothing "
                  "was installed. A room's bundle is written without --this-machine (`python3 course.py bundle OUT`).")
-    install(extras, wheelhouse)
-    run(python(), "-m", "course_lib.models", "fetch", "--bundle", wheelhouse.parent)
+    with tempfile.TemporaryDirectory(prefix="course-bundle-") as private:
+        checked = checked_wheels(bundle, Path(private), fingerprint)
+        install(extras, checked, bundle)
+    run(python(), "-m", "course_lib.models", "fetch", "--bundle", bundle)
+
+
+MANIFEST = "SHA256SUMS"  # in a bundle: the SHA-256 of every file in wheels/, a line each, as `sha256sum` writes them
+
+
+def sha256_of(path: Path, copy_to: Path | None = None) -> str:
+    """The SHA-256 of the file at ``path``, read once; with ``copy_to``, the bytes read are written
+    there as well, so the copy is exactly what was hashed (the original may change afterwards)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as source, (copy_to.open("xb") if copy_to else open(os.devnull, "wb")) as copy:
+        while chunk := source.read(1 << 20):
+            digest.update(chunk)
+            copy.write(chunk)
+    return digest.hexdigest()
+
+
+def write_manifest(bundle: Path) -> str:
+    """Write the bundle's ``SHA256SUMS`` from the files its ``wheels/`` holds now, and return the
+    manifest's own SHA-256: the bundle's fingerprint, to pass on to the room by another way than the
+    stick (the setup mail, the board) for ``setup --from BUNDLE --fingerprint ...``."""
+    files = sorted(path for path in (bundle / "wheels").iterdir() if path.is_file())
+    text = "".join(f"{sha256_of(path)}  wheels/{path.name}\n" for path in files)
+    (bundle / MANIFEST).write_text(text, encoding="utf-8")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_manifest(bundle: Path, fingerprint: str | None = None) -> dict[str, str]:
+    """The bundle's ``SHA256SUMS`` as {file name in wheels/: SHA-256}, or a stop that says what is
+    wrong with it: missing, not matching the ``fingerprint`` given, or a line that is not a hash
+    and a file of ``wheels/``."""
+    manifest = bundle / MANIFEST
+    if not manifest.is_file():
+        sys.exit(f"{bundle} has no {MANIFEST}, the SHA-256 of every file it installs: it was written by an older "
+                 "course.py, or altered. Nothing was installed. Write the bundle again with "
+                 "`python3 course.py bundle FOLDER`.")
+    raw = manifest.read_bytes()
+    if fingerprint is not None and hashlib.sha256(raw).hexdigest() != fingerprint.strip().lower():
+        sys.exit(f"{bundle}'s {MANIFEST} has the fingerprint {hashlib.sha256(raw).hexdigest()}, not the "
+                 f"{fingerprint} you were given: the bundle was changed since it was written. Nothing was installed.")
+    hashes = {}
+    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
+        found = re.fullmatch(r"([0-9a-f]{64})  wheels/([A-Za-z0-9._+-]+)", line)
+        if found is None or found[2] in (".", ".."):
+            sys.exit(f"{bundle}'s {MANIFEST}, line {number}, is not a SHA-256 and a file of wheels/: {line[:120]!r}. "
+                     "Nothing was installed.")
+        hashes[found[2]] = found[1]
+    return hashes
+
+
+def checked_wheels(bundle: Path, into: Path, fingerprint: str | None = None) -> Path:
+    """Copy the bundle's ``wheels/`` into ``into``, every file checked against the bundle's
+    manifest (``read_manifest``) as it is copied, and return the copy; or stop, having installed
+    nothing, at the first file the manifest does not list, lists with another SHA-256, or lists
+    and the bundle lacks."""
+    hashes = read_manifest(bundle, fingerprint)
+    wheelhouse = bundle / "wheels"
+    present = {path.name: path for path in wheelhouse.iterdir()}
+    if unlisted := sorted(set(present) - set(hashes)):
+        sys.exit(f"{bundle} holds wheels/{unlisted[0]}, which its {MANIFEST} does not list"
+                 f"{f' (and {len(unlisted) - 1} more)' if len(unlisted) > 1 else ''}: something was added to the "
+                 "bundle after it was written. Nothing was installed.")
+    if absent := sorted(set(hashes) - set(present)):
+        sys.exit(f"{bundle} lacks wheels/{absent[0]}, which its {MANIFEST} lists: the copy is incomplete. Nothing "
+                 "was installed.")
+    copy = into / "wheels"
+    copy.mkdir()
+    for name, path in sorted(present.items()):
+        if not path.is_file() or path.is_symlink() or sha256_of(path, copy / name) != hashes[name]:
+            sys.exit(f"{bundle}'s wheels/{name} does not match its SHA-256 in {MANIFEST}: the file was changed or "
+                     "damaged after the bundle was written. Nothing was installed.")
+    return copy
 
 
 # llama.cpp's build for the laptops of a room, whatever CPU the instructor's machine has: no
@@ -514,10 +602,14 @@ Everything a room needs to set the course up with no network: Python packages as
 
        python3 course.py setup --from /path/to/this/bundle
 
-   (on Windows `py course.py setup --from E:\\bundle`). It makes `.venv/`, installs every
-   package from `wheels/` (no download, no compiler: `pip install --no-index --only-binary=:all:`)
-   and copies each model into the course's cache after checking its SHA-256. Then
-   `python3 course.py lab` opens the course, offline.
+   (on Windows `py course.py setup --from E:\\bundle`); add `--fingerprint` and the
+   fingerprint your instructor gave you another way (the setup mail, the board) to refuse a
+   bundle changed since it was written. It first copies `wheels/` to a private folder,
+   checking every file against `SHA256SUMS` (a file changed, added or missing: nothing is
+   installed), then makes `.venv/`, installs every package from that checked copy (no
+   download, no compiler: `pip install --no-index --only-binary=:all:`) and copies each
+   model into the course's cache after checking its SHA-256. Then `python3 course.py lab`
+   opens the course, offline.
 
 The laptop needs Python {pythons} on {platforms}: the wheels of compiled packages are made for
 one operating system, CPU architecture and Python version. Any other stops at the install
@@ -614,6 +706,9 @@ def bundle(out: Path, models: list[str], add_wheels: list[Path], this_machine: b
     if marked and not this_machine:
         sys.exit(f"{out} holds a bundle for one machine only ({THIS_MACHINE}): write a room's bundle into "
                  "another folder.")
+    if list(wheels.glob("*.whl")):  # adding a platform: what is there must still be what was written
+        with tempfile.TemporaryDirectory(prefix="course-bundle-") as scratch:
+            checked_wheels(out, Path(scratch))
     install()
     wheels.mkdir(parents=True, exist_ok=True)
     for folder in add_wheels:
@@ -650,10 +745,12 @@ def bundle(out: Path, models: list[str], add_wheels: list[Path], this_machine: b
         (out / THIS_MACHINE).write_text(f"{cpu_identity()}\nllama-cpp-python: {llama.name}, from "
                                         f"{llama_origin(llama)}\n", encoding="utf-8")
     run(python(), "-m", "course_lib.models", "bundle", out, *models)
+    fingerprint = write_manifest(out)
     write_bundle_readme(out, cmake_args, this_machine=llama if this_machine else None)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    print(f"\nThe bundle is in {out} ({size / 1e9:.2f} GB): see its README.md. On each laptop: "
-          f"`python3 course.py setup --from {out}`.")
+    print(f"\nThe bundle is in {out} ({size / 1e9:.2f} GB): see its README.md. Its fingerprint (the SHA-256 of "
+          f"its {MANIFEST}) is {fingerprint}: give it to the room another way than the stick (the setup mail, the "
+          f"board). On each laptop: `python3 course.py setup --from {out} --fingerprint {fingerprint}`.")
 
 
 def write_bundle_readme(out: Path, cmake_args: str, this_machine: Path | None = None) -> None:
@@ -823,9 +920,13 @@ def main(argv: list[str]) -> int:
         parser = argparse.ArgumentParser(prog="python3 course.py setup")
         parser.add_argument("--from", dest="bundle", type=Path,
                             help="a course bundle's folder: install from it, with no network")
+        parser.add_argument("--fingerprint", metavar="SHA256",
+                            help="the bundle's fingerprint, as `bundle` printed it: refuse a bundle changed since")
         options = parser.parse_args(rest)
+        if options.fingerprint and not options.bundle:
+            parser.error("--fingerprint goes with --from")
         if options.bundle:
-            setup_from(options.bundle)
+            setup_from(options.bundle, fingerprint=options.fingerprint)
         else:
             setup()
     elif command == "bundle":

@@ -235,6 +235,8 @@ def test_a_bundle_installs_a_clean_clone_offline_and_lesson_1_gets_a_reply(tmp_p
                                     cwd=ROOT, env={**here, **tools}, timeout=600)
     assert "built for this CPU only" in out1 and (stick / "THIS-MACHINE-ONLY.txt").is_file()
     assert (stick / "models" / MODEL_FILE).is_file() and list(stick.glob("wheels/llama_cpp_python-*.whl"))
+    fingerprint = re.search(r"--fingerprint ([0-9a-f]{64})", out1)
+    assert fingerprint, "bundle prints the fingerprint a room checks the stick against"
 
     # 2. a clean copy, set up from the bundle with no network, an empty home and an empty model cache
     tracked_copy(clone)
@@ -242,7 +244,8 @@ def test_a_bundle_installs_a_clean_clone_offline_and_lesson_1_gets_a_reply(tmp_p
     kept = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "CI")  # nothing of pip's, conda's, a venv's or the course's
     fresh = {key: value for key, value in os.environ.items() if key in kept}
     fresh |= {**tools, "HOME": str(home), "COURSE_CACHE_DIR": str(cache), "COURSE_EMBEDDED": "1"}
-    out2, wall2, cpu2, seen2 = step([*offline, str(base_python()), "course.py", "setup", "--from", str(stick)],
+    out2, wall2, cpu2, seen2 = step([*offline, str(base_python()), "course.py", "setup", "--from", str(stick),
+                                     "--fingerprint", fingerprint[1]],
                                     cwd=clone, env=fresh, timeout=600)
     assert "--no-index" in out2 and "--only-binary=:all:" in out2
     built = re.findall(r"Building (?:wheel|editable) for (\S+)", out2)

@@ -473,11 +473,13 @@ def tiny_course(monkeypatch, tmp_path):
 def test_setup_from_a_bundle_installs_its_wheels_with_no_index_then_copies_its_models(tiny_course, capfd):
     stick, commands = tiny_course
     tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
+    course.write_manifest(stick)
     course.main(["setup", "--from", str(stick)])
     assert subprocess.run([str(course.python()), "-c", "import tinydep, tiny_course; assert tinydep.ANSWER == 42"],
                           cwd=stick).returncode == 0
     out = capfd.readouterr().out
     assert "--no-index" in out and "--only-binary=:all:" in out and "Building wheel for tinydep" not in out
+    assert f"--find-links {stick.resolve() / 'wheels'}" not in out, "pip reads the checked copy, not the stick"
     assert commands == [[str(course.python()), "-m", "course_lib.models", "fetch", "--bundle", str(stick.resolve())]]
     assert course.stamp_path().read_text().split()[1:] == ["test"], "installed: later runs do not install again"
 
@@ -496,12 +498,84 @@ def test_setup_from_a_bundle_without_a_wheel_for_this_machine_names_it_and_compi
     else:  # only the source: pip would build it, and a compiled package needs a compiler
         (stick / "wheels" / lacking).write_bytes(b"")
         tiny_wheel(stick / "wheels", "other-1.0-py3-none-any.whl")
+    course.write_manifest(stick)
     with pytest.raises(SystemExit) as stop:
         course.setup_from(stick)
     message = str(stop.value)
     assert "have no tinydep==1.0 for this machine" in message and course.this_platform() in message
     assert "nothing was compiled" in message and "--add-wheels DIR" in message
     assert commands == [], "no model is copied after a failed install"
+
+
+def tamper_swap(stick: Path) -> None:
+    """A wheel rewritten after the bundle was written: same name, a .pth file that would run at every start."""
+    with zipfile.ZipFile(stick / "wheels" / "tinydep-1.0-py3-none-any.whl", "a") as archive:
+        archive.writestr("evil.pth", "import os; os.system('touch pwned')\n")
+
+
+def tamper_add(stick: Path) -> None:
+    """A wheel dropped in beside the written ones: pip would prefer its higher version."""
+    tiny_wheel(stick / "wheels", "tinydep-9.0-py3-none-any.whl")
+
+
+def tamper_remove(stick: Path) -> None:
+    (stick / "wheels" / "tinydep-1.0-py3-none-any.whl").unlink()
+    tiny_wheel(stick / "wheels", "other-1.0-py3-none-any.whl")
+    other = stick / "wheels" / "other-1.0-py3-none-any.whl"
+    (stick / course.MANIFEST).write_text((stick / course.MANIFEST).read_text()
+                                         + f"{course.sha256_of(other)}  wheels/{other.name}\n")
+
+
+def tamper_manifest_gone(stick: Path) -> None:
+    (stick / course.MANIFEST).unlink()
+
+
+def tamper_manifest_path(stick: Path) -> None:
+    """A manifest line that points outside wheels/."""
+    (stick / course.MANIFEST).write_text((stick / course.MANIFEST).read_text() + f"{'0' * 64}  wheels/../setup.py\n")
+
+
+def tamper_link(stick: Path, tmp_path: Path) -> None:
+    """The listed wheel replaced by a link to another file with the same bytes (a stick can hold links)."""
+    target = tmp_path / "elsewhere.whl"
+    shutil.copy2(stick / "wheels" / "tinydep-1.0-py3-none-any.whl", target)
+    (stick / "wheels" / "tinydep-1.0-py3-none-any.whl").unlink()
+    (stick / "wheels" / "tinydep-1.0-py3-none-any.whl").symlink_to(target)
+
+
+@pytest.mark.parametrize(("tamper", "said"), [
+    (tamper_swap, "does not match its SHA-256"), (tamper_add, "which its SHA256SUMS does not list"),
+    (tamper_remove, "lacks wheels/tinydep-1.0-py3-none-any.whl"), (tamper_manifest_gone, "has no SHA256SUMS"),
+    (tamper_manifest_path, "is not a SHA-256 and a file of wheels/"), (tamper_link, "does not match its SHA-256")])
+def test_setup_from_a_bundle_changed_after_it_was_written_installs_nothing_and_runs_nothing(tiny_course, tamper, said,
+                                                                                           tmp_path, capfd):
+    stick, commands = tiny_course
+    tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
+    course.write_manifest(stick)
+    tamper(stick, tmp_path) if tamper is tamper_link else tamper(stick)
+    with pytest.raises(SystemExit, match=said) as stop:
+        course.main(["setup", "--from", str(stick)])
+    assert "Nothing was installed" in str(stop.value)
+    assert "pip" not in capfd.readouterr().out, "pip never started"
+    assert commands == [] and not course.stamp_path().exists(), "no install, no model copied"
+    assert subprocess.run([str(course.python()), "-c", "import tinydep"], cwd=tmp_path).returncode != 0
+
+
+def test_setup_from_a_bundle_checks_the_fingerprint_given_another_way(tiny_course, capfd):
+    stick, commands = tiny_course
+    tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
+    fingerprint = course.write_manifest(stick)
+    assert fingerprint == hashlib.sha256((stick / course.MANIFEST).read_bytes()).hexdigest()
+    # the manifest rewritten to match a swapped wheel: every file matches it, the fingerprint does not
+    tamper_swap(stick)
+    forged = course.write_manifest(stick)
+    with pytest.raises(SystemExit, match=f"has the fingerprint {forged}, not the {fingerprint}"):
+        course.main(["setup", "--from", str(stick), "--fingerprint", fingerprint])
+    assert commands == []
+    with pytest.raises(SystemExit):
+        course.main(["setup", "--fingerprint", fingerprint])  # only with --from
+    course.main(["setup", "--from", str(stick), "--fingerprint", forged.upper()])
+    assert len(commands) == 1, "the fingerprint that matches installs"
 
 
 def test_setup_from_a_folder_that_is_no_bundle_says_so(tmp_path):
@@ -534,6 +608,17 @@ def test_bundle_refuses_a_folder_of_wheels_with_none_in_it_before_installing_any
     monkeypatch.setattr(course, "install", lambda *args: pytest.fail("nothing is installed first"))
     with pytest.raises(SystemExit, match="holds no wheel"):
         course.main(["bundle", str(tmp_path / "out"), "--add-wheels", str(tmp_path)])
+
+
+def test_adding_a_platform_to_a_bundle_changed_since_refuses_before_installing_anything(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    (out / "wheels").mkdir(parents=True)
+    tiny_wheel(out / "wheels", "tinydep-1.0-py3-none-any.whl")
+    course.write_manifest(out)
+    tiny_wheel(out / "wheels", "tinydep-9.0-py3-none-any.whl")
+    monkeypatch.setattr(course, "install", lambda *args: pytest.fail("nothing is installed first"))
+    with pytest.raises(SystemExit, match="does not list"):
+        course.main(["bundle", str(out)])
 
 
 def test_the_portable_build_never_targets_this_cpu_on_x86(monkeypatch):
@@ -615,6 +700,7 @@ def this_machine_bundle(monkeypatch, tmp_path):
 def test_a_bundle_for_this_machine_holds_its_installed_wheel_says_so_and_names_the_cpu(this_machine_bundle):
     out, commands, _ = this_machine_bundle
     course.main(["bundle", str(out), "--this-machine"])
+    assert set(course.read_manifest(out)) == {path.name for path in (out / "wheels").iterdir()}, "every wheel listed"
     assert commands[-1][-3:] == ["course_lib.models", "bundle", str(out)]
     assert (out / course.THIS_MACHINE).read_text().splitlines()[0] == course.cpu_identity()
     readme = (out / "README.md").read_text()
@@ -650,6 +736,7 @@ def test_a_bundle_for_this_machine_is_never_mixed_with_a_room_s(monkeypatch, tmp
 def test_setup_from_a_bundle_for_another_cpu_stops_before_installing(tiny_course):
     stick, commands = tiny_course
     tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
+    course.write_manifest(stick)
     (stick / course.THIS_MACHINE).write_text("Some Other CPU, 80 feature flags (sha256 000000000000)\n")
     with pytest.raises(SystemExit, match="for another CPU .Some Other CPU.*illegal instruction"):
         course.setup_from(stick)
