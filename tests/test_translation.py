@@ -31,7 +31,7 @@ from course_lib.translation.catalogue import Block, CatalogueError, parse
 from course_lib.translation.links import broken, moved, relative_links
 from course_lib.translation.messages import message_status, messages_in, skeleton
 from course_lib.translation.messages import parse as parse_messages
-from course_lib.translation.sources import sources
+from course_lib.translation.sources import source_for, sources
 from course_lib.translation.status import survey
 from course_lib.translation.units import markdown_sections, notebook_units, slug, text_hash, units_of
 
@@ -643,8 +643,29 @@ def test_no_code_cell_names_a_course_file_relative_to_its_folder():
                        "`course_lib.config.course_file`):\n" + "\n".join(found))
 
 
-def test_the_list_of_sources_is_every_lesson_exercise_and_the_readme():
+def test_the_list_of_sources_is_every_lesson_exercise_the_readme_and_the_docs_pages():
     names = [source.english.as_posix() for source in sources(ROOT, "ja")]
     assert names == ([f"notebooks/{path.name}" for path in sorted((ROOT / "notebooks").glob("*.ipynb"))]
                      + [f"exercises/{path.name}" for path in sorted((ROOT / "exercises").glob("*.ipynb"))]
-                     + ["README.md"])
+                     + ["README.md"]
+                     + [f"docs/{path.name}" for path in sorted((ROOT / "docs").glob("*.md")) if "." not in path.stem])
+    assert "docs/measured.md" in names and "docs/glossary.ja.md" not in names, "a page in Japanese is nobody's copy"
+
+
+def test_a_docs_page_is_built_beside_it_and_a_page_written_in_japanese_is_no_leftover(course, capsys):
+    (course / "docs").mkdir()
+    (course / "docs" / "guide.md").write_text("# Guide\n\nSee [lesson 1](../notebooks/01_a.ipynb).\n")
+    (course / "docs" / "glossary.ja.md").write_text("# 用語集\n\n書き下ろしのページです。\n")
+    translate(course, "docs/guide.md", {"guide": "# ガイド\n\n[第 1 回](../notebooks/ja/01_a.ipynb) を見ます。"})
+    assert source_for(Path("docs/guide.md"), "ja").built == Path("docs/guide.ja.md")
+    assert run(course, "build", "ja") == 0
+    built = (course / "docs" / "guide.ja.md").read_text()
+    assert built.startswith("<!-- Generated from docs/guide.md and translations/ja/docs/guide.md")
+    assert "# ガイド" in built
+    assert broken(built, course / "docs") == []
+    assert run(course, "build", "ja", "--check") == 0, capsys.readouterr().out
+    (course / "docs" / "guide.md").unlink()
+    assert run(course, "build", "ja", "--check") == 1
+    assert "no English file any more: docs/guide.ja.md" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="is not translated"):
+        source_for(Path("docs/instructors/README.md"), "ja")

@@ -6,7 +6,12 @@ English source                  catalogue (``translations/ja/...``)     built ed
 ``notebooks/<stem>.ipynb``      ``translations/ja/notebooks/<stem>.md``  ``notebooks/ja/<stem>.ipynb``
 ``exercises/<stem>.ipynb``      ``translations/ja/exercises/<stem>.md``  ``exercises/ja/<stem>.ipynb``
 ``README.md``                   ``translations/ja/README.md``           ``README.ja.md``
+``docs/<page>.md``              ``translations/ja/docs/<page>.md``      ``docs/<page>.ja.md``
 ==============================  ======================================  ==============================
+
+The pages of ``docs/`` translated are those at its top (``docs/measured.md``: what the README
+links to for the details), not the kit in ``docs/instructors/``; a page named with a
+language (``docs/glossary.ja.md``) is written in that language and is nobody's translation.
 
 Every path here is relative to the course's top folder (``root``), so that messages name
 files as the repository does, and tests can build an edition in a folder of their own.
@@ -18,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NOTEBOOK_FOLDERS = ("notebooks", "exercises")  # the folders whose notebooks are translated
+DOCS = "docs"  # the folder whose top-level Markdown pages are translated
 TRANSLATIONS = "translations"
+GENERATED_MARK = "<!-- Generated from "  # how a built Markdown file begins (build.GENERATED)
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,16 @@ def source_for(english: Path, language: str) -> Source:
     if english.suffix == ".ipynb" and len(english.parts) == 2 and english.parts[0] in NOTEBOOK_FOLDERS:
         folder, name = english.parts
         return Source(english, Path(TRANSLATIONS, language, folder, english.stem + ".md"), Path(folder, language, name))
-    raise ValueError(f"{english} is not translated: only README.md and the notebooks of "
-                     f"{' and '.join(folder + '/' for folder in NOTEBOOK_FOLDERS)} are")
+    if is_doc_page(english):
+        built = Path(DOCS, f"{english.stem}.{language}.md")
+        return Source(english, Path(TRANSLATIONS, language, DOCS, english.name), built)
+    raise ValueError(f"{english} is not translated: only README.md, the pages at the top of {DOCS}/ and the "
+                     f"notebooks of {' and '.join(folder + '/' for folder in NOTEBOOK_FOLDERS)} are")
+
+
+def is_doc_page(path: Path) -> bool:
+    """Whether ``path`` is an English page at the top of ``docs/`` (not ``docs/<page>.ja.md``)."""
+    return path.suffix == ".md" and len(path.parts) == 2 and path.parts[0] == DOCS and "." not in path.stem
 
 
 def sources(root: Path, language: str) -> list[Source]:
@@ -51,6 +66,8 @@ def sources(root: Path, language: str) -> list[Source]:
                for path in sorted((root / folder).glob("*.ipynb"))]
     if (root / "README.md").is_file():
         english.append(Path("README.md"))
+    pages = [Path(DOCS, path.name) for path in sorted((root / DOCS).glob("*.md"))]
+    english += [page for page in pages if is_doc_page(page)]
     return [source_for(path, language) for path in english]
 
 
@@ -61,6 +78,7 @@ def catalogues_on_disk(root: Path, language: str) -> list[Path]:
              for path in sorted((base / folder).glob("*.md"))]
     if (base / "README.md").is_file():
         found.append(Path(TRANSLATIONS, language, "README.md"))
+    found += [Path(TRANSLATIONS, language, DOCS, path.name) for path in sorted((base / DOCS).glob("*.md"))]
     return found
 
 
@@ -70,4 +88,6 @@ def built_on_disk(root: Path, language: str) -> list[Path]:
              for path in sorted((root / folder / language).glob("*.ipynb"))]
     if (root / f"README.{language}.md").is_file():
         found.append(Path(f"README.{language}.md"))
+    found += [Path(DOCS, path.name) for path in sorted((root / DOCS).glob(f"*.{language}.md"))
+              if path.read_text(encoding="utf-8").startswith(GENERATED_MARK)]  # not a page written in the language
     return found
