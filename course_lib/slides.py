@@ -21,10 +21,14 @@ The test suite's markers (``# NBVAL_CHECK_OUTPUT``) are left out of the code sho
 are not modified: the copy lives in memory. The decks show the committed outputs, so nothing is
 run and no model is needed.
 
-Opening a deck loads reveal.js, RequireJS and jQuery from the web (unpkg.com, cdnjs.com). For a
-room without the web, ``--assets assets`` makes the decks load them from a folder ``assets/``
-next to them instead, holding ``reveal.js/`` (the reveal.js 4 package), ``require.min.js`` and
-``jquery.min.js`` (docs/instructors/README.md says how to get them).
+A deck loads nothing from the web, so it opens in a room without a network: the course ships
+what reveal.js needs (``course_lib/slides_assets/``: reveal.js 4, RequireJS and jQuery from
+their npm packages, and the theme's font), and ``write_slides`` copies it into ``OUT/assets/``
+beside the decks; copy the whole ``OUT`` folder to the room's machine. The decks are made with
+the course's own template (``slides_assets/template/``), nbconvert's reveal.js template without
+MathJax, Mermaid and the widget renderer, which it would fetch from CDNs and the lessons do not
+use. ``--assets URL`` points the decks at another copy of the same files (a web server of
+yours) instead, and then nothing is copied.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import copy
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,7 @@ from typing import Any
 import nbformat
 
 LESSONS = Path(__file__).resolve().parent.parent / "notebooks"
+ASSETS = Path(__file__).resolve().parent / "slides_assets"  # reveal.js, RequireJS, jQuery and the deck template
 MAX_LINES = 22  # what fits on a slide at the exporter's size, about
 MAX_OUTPUT_LINES = 12
 IMAGE_LINES = 14  # the room a plot takes on a slide, counted in lines of text
@@ -151,24 +157,32 @@ def as_slides(notebook: Any, max_lines: int = MAX_LINES, max_output_lines: int =
     return deck
 
 
-def slides_html(notebook: Any, name: str = "slides", assets: str | None = None) -> str:
+def slides_html(notebook: Any, name: str = "slides", assets: str = "assets") -> str:
     """The reveal.js deck of one notebook, as one HTML page (``name``: its title if it has no ``#`` heading).
 
-    ``assets``: where the deck loads reveal.js, RequireJS and jQuery from, instead of the web."""
+    ``assets``: where the deck loads reveal.js, RequireJS and jQuery from (a folder relative to
+    the deck, or a URL), laid out as ``slides_assets/`` is."""
     from nbconvert import SlidesExporter  # nbconvert is slow to import; only this function needs it
 
-    exporter = SlidesExporter(reveal_scroll=True)  # a slide taller than the screen scrolls
-    if assets:
-        base = assets.rstrip("/")
-        exporter.reveal_url_prefix = f"{base}/reveal.js"
-        exporter.require_js_url = f"{base}/require.min.js"
-        exporter.jquery_url = f"{base}/jquery.min.js"
+    base = assets.rstrip("/")
+    exporter = SlidesExporter(extra_template_basedirs=[str(ASSETS)], template_name="template",
+                              reveal_theme="white",  # its font ships with it ("simple" fetches Google's)
+                              reveal_url_prefix=f"{base}/reveal.js", require_js_url=f"{base}/require.js",
+                              jquery_url=f"{base}/jquery.min.js")
     html, _ = exporter.from_notebook_node(as_slides(notebook), resources={"metadata": {"name": name}})
     return html
 
 
+def copy_assets(out: Path) -> Path:
+    """Copy what a deck loads (``slides_assets/`` without the template) into ``OUT/assets/``."""
+    target = out / "assets"
+    shutil.copytree(ASSETS, target, ignore=shutil.ignore_patterns("template", "README.md"), dirs_exist_ok=True)
+    return target
+
+
 def write_slides(out: Path, notebooks: list[Path], assets: str | None = None) -> list[Path]:
-    """Write ``OUT/<lesson>.slides.html`` for each notebook; return the files written.
+    """Write ``OUT/<lesson>.slides.html`` for each notebook, and what they load into
+    ``OUT/assets/`` unless ``assets`` names another copy; return the decks written.
 
     Every notebook is read before anything is written, so a wrong name stops the run at once."""
     read = []
@@ -180,10 +194,12 @@ def write_slides(out: Path, notebooks: list[Path], assets: str | None = None) ->
         except Exception as error:  # nbformat raises several kinds for a broken file
             raise ValueError(f"{path} could not be read as a notebook: {error}") from error
     out.mkdir(parents=True, exist_ok=True)
+    if assets is None:
+        copy_assets(out)
     written = []
     for path, notebook in read:
         target = out / f"{path.stem}.slides.html"
-        target.write_text(slides_html(notebook, path.stem, assets), encoding="utf-8")
+        target.write_text(slides_html(notebook, path.stem, assets or "assets"), encoding="utf-8")
         written.append(target)
     return written
 
@@ -193,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the folder the decks are written to (made if missing)")
     parser.add_argument("notebooks", type=Path, nargs="*",
                         help="notebooks to convert (default: every notebook in notebooks/, the appendix too)")
-    parser.add_argument("--assets", help="a folder (a URL, or a path relative to OUT) holding reveal.js/, "
-                                         "require.min.js and jquery.min.js, to load instead of the web")
+    parser.add_argument("--assets", help="load reveal.js/, require.js and jquery.min.js from this folder (a URL, or "
+                                         "a path relative to OUT) instead of the copy written into OUT/assets/")
     args = parser.parse_intermixed_args(argv)
     notebooks = args.notebooks or sorted(LESSONS.glob("*.ipynb"))
     try:

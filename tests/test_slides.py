@@ -73,13 +73,6 @@ def test_a_long_output_is_cut_and_says_so():
     assert len(cell.outputs[0].text.splitlines()) == 100  # the original is untouched
 
 
-def test_assets_for_a_room_without_the_web(tmp_path):
-    [deck] = slides.write_slides(tmp_path, [LESSON], assets="assets/")
-    html = deck.read_text(encoding="utf-8")
-    assert '"assets/reveal.js/dist/reveal.js"' in html and 'src="assets/require.min.js"' in html
-    assert "unpkg.com" not in html
-
-
 def test_a_wrong_file_is_a_clear_error_and_nothing_is_written(tmp_path, capsys):
     text_file = tmp_path / "notes.ipynb"
     text_file.write_text("not json")
@@ -89,3 +82,28 @@ def test_a_wrong_file_is_a_clear_error_and_nothing_is_written(tmp_path, capsys):
     assert slides.main([str(out), str(text_file)]) == 2
     assert "could not be read as a notebook" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_deck_loads_nothing_from_the_web_and_everything_it_loads_is_beside_it(deck):
+    html = deck.read_text(encoding="utf-8")
+    loaded = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"', html)
+    loaded += re.findall(r"""@import\s+url\(['"]?([^'")]+)""", html)
+    loaded += re.findall(r'require\(\{[^}]*\},\s*\[([^\]]*)\]', html)
+    targets = [target.strip().strip('"') for found in loaded for target in found.split(",")]
+    assert {"assets/require.js", "assets/jquery.min.js", "assets/reveal.js/dist/reveal.css",
+            "assets/reveal.js/dist/theme/white.css", "assets/reveal.js/dist/reveal.js",
+            "assets/reveal.js/plugin/notes/notes.js"} <= set(targets), targets
+    for target in targets:
+        assert "//" not in target, f"the deck loads {target} from the web"
+        assert (deck.parent / target).is_file(), f"{target} is not beside the deck"
+    assert "mathjax" not in html.lower() and "mermaid" not in html.lower() and "unpkg" not in html
+    theme = (deck.parent / "assets/reveal.js/dist/theme/white.css").read_text()
+    fonts = deck.parent / "assets/reveal.js/dist/theme/fonts/source-sans-pro"
+    assert re.findall(r"@import url\(([^)]*)\)", theme) == ["./fonts/source-sans-pro/source-sans-pro.css"]
+    assert len(list(fonts.glob("*.woff"))) == 4
+
+
+def test_another_copy_of_the_assets_is_named_and_then_nothing_is_copied(tmp_path):
+    (written,) = slides.write_slides(tmp_path, [LESSON], assets="https://slides.example/assets/")
+    assert not (tmp_path / "assets").exists()
+    assert 'src="https://slides.example/assets/require.js"' in written.read_text(encoding="utf-8")
