@@ -1,15 +1,35 @@
-"""The checks an exercise's check cell calls, and nothing else.
+"""The checks an exercise's check cell calls, and the answers it sends to the grader.
 
 A check that fails raises ``CheckFailed`` (an ``AssertionError``, so nbval marks the cell
 as failed) with a message meant for a learner, not a stack-trace reader::
 
     check_equal(tokens_per_second(sample), 25.0, "eval_duration is in nanoseconds")
 
-Notebooks import them from ``course_lib.grading``. This module imports nothing at its
-top and uses only builtins, so that the grader can compile a fresh copy of it inside a
-learner's kernel, before the learner's cells run, and call that copy from the published
-check cells (``course_lib.grading``): rebinding ``check`` or patching this module in
-``sys.modules`` then changes nothing the grade reads.
+Notebooks import them from ``course_lib.grading``.
+
+A grade is decided outside the learner's process. A check cell does two things: in the
+learner's kernel it computes **answers**, plain data (the learner's functions' outputs on the
+check's inputs), and it hands them to ``submit`` with its ``judge``, a function of the answers
+alone that calls the checks::
+
+    def judge(answers):
+        check_close(answers["sample"], 25.0, "50 tokens in 2 s is 25 tokens/s")
+
+    submit({"sample": tokens_per_second(sample)}, judge)
+
+In a notebook, ``submit`` runs ``judge`` on the answers at once (the learner sees every ✔ and
+the first ✘). When the grader runs the notebook (``COURSE_GRADING=1``), ``submit`` also sends
+the answers out as a display output of type ``ANSWERS``, and the grader runs the *published*
+cell's ``judge`` in its own process on that data (``course_lib.grading``): nothing in the
+kernel (a patched ``json``, a rebound ``check``, a rewritten output) can turn a wrong answer
+into a pass, since all the kernel sends is answers, and a pass needs the right ones.
+``plain`` writes the answers as JSON (tuples, sets, bytes and dicts tagged, so they come
+back as they were; any other object as its type's name and text) and ``unplain`` reads them.
+
+A check cell that calls the checks directly, without ``submit`` (the older form), sends one
+record per check while grading; the grader judges the plain values again itself, but a
+condition or a value it cannot read comes from the kernel, so such a cell's verdict can be
+forged from inside and the grader's report says so.
 
 The checks speak the learner's language. The code of a check cell is the same in every
 edition, so its English ``what`` and ``hint`` are translated when they are shown: ``said``
@@ -18,16 +38,18 @@ looks them up in ``MESSAGES``, the language's message catalogue
 made with an f-string is looked up by its template, ``f"declaring `now` costs {cost_now}
 tokens"`` by ``declaring `now` costs {cost_now} tokens``, and its values go into the
 translated template where it names them. A message the catalogue lacks is shown in
-English. The grader's copy of this module gets ``LANGUAGE`` and ``MESSAGES`` before any
-learner cell runs; imported normally, they are read on first use (``COURSE_LANG``).
+English. Imported normally, the language and the catalogue are read on first use
+(``COURSE_LANG``); the grader judges in the notebook's language with ``judging``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 
 class CheckFailed(AssertionError):
@@ -44,9 +66,30 @@ LABELS = {  # the checks' own words, each with the spaces that line the values u
 }
 
 
+ANSWERS = "application/vnd.course-grading.answers+json"  # the display output that carries a check's answers
+_SPEAKING: ContextVar[tuple[str, dict[str, str]] | None] = ContextVar("speaking", default=None)
+_QUIET: ContextVar[bool] = ContextVar("quiet", default=False)
+_IN_SUBMIT: ContextVar[bool] = ContextVar("in_submit", default=False)
+
+
+@contextmanager
+def judging(language: str, messages: dict[str, str]) -> Iterator[None]:
+    """While in this block (in this thread), the checks speak ``language`` with ``messages``
+    and print nothing when they pass: how the grader runs a judge."""
+    speaking, quiet = _SPEAKING.set((language, messages)), _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _SPEAKING.reset(speaking)
+        _QUIET.reset(quiet)
+
+
 def _table() -> tuple[str, dict[str, str]]:
-    """The language and its messages, read once when this module was imported normally."""
+    """The language and its messages: the grader's (``judging``), else read once from the course."""
     global LANGUAGE, MESSAGES
+    speaking = _SPEAKING.get()
+    if speaking is not None:
+        return speaking
     if LANGUAGE is None or MESSAGES is None:
         from course_lib.config import course_language
         from course_lib.translation.messages import translations
@@ -131,9 +174,11 @@ def _failed(what: str, hint: str, *shown: tuple[str, str]) -> CheckFailed:
 
 def check(condition: bool, what: str, hint: str = "") -> None:
     """Pass when ``condition`` is true; ``what`` says what is being checked."""
-    if not condition:
+    passed = bool(condition)
+    _record("check", passed, None, None, what, hint)
+    if not passed:
         raise _failed(what, hint)
-    print(f"✔ {said(what)}")
+    _passed(what)
 
 
 def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
@@ -143,18 +188,152 @@ def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
     dicts and sets of them), the comparison is the plain types' own, so an answer object
     whose ``__eq__`` says yes to everything does not pass.
     """
-    if not same(actual, expected):
+    passed = same(actual, expected)
+    _record("check_equal", passed, actual, expected, what, hint)
+    if not passed:
         raise _failed(what, hint, ("expected", repr(expected)), ("got", _shown(actual)))
-    print(f"✔ {said(what)}")
+    _passed(what)
 
 
 def check_close(actual: float, expected: float, what: str, hint: str = "", rel: float = 1e-6) -> None:
     """Pass when ``actual`` is within ``rel`` (relative) of ``expected``."""
     value = _as_float(actual)
     close = value is not None and abs(value - expected) <= rel * max(abs(expected), 1e-12)
+    _record("check_close", close, actual, expected, what, hint, rel)
     if not close:
         raise _failed(what, hint, ("expected about", repr(expected)), ("got about", _shown(actual)))
-    print(f"✔ {said(what)}")
+    _passed(what)
+
+
+def _passed(what: str) -> None:
+    if not _QUIET.get():
+        print(f"✔ {said(what)}")
+
+
+# --------------------------------------------------------------------------------------
+# Answers: what a check cell sends to the grader, as plain data.
+# --------------------------------------------------------------------------------------
+
+ANSWERS_LIMIT = 1_000_000  # characters of JSON a check cell may send
+DEPTH_LIMIT = 64  # nesting of lists and dicts in answers
+
+
+def grading() -> bool:
+    """Whether this kernel is run by the grader, which reads the answers (``COURSE_GRADING=1``,
+    set by ``course_lib.grading`` for the kernels it starts)."""
+    return os.environ.get("COURSE_GRADING") == "1"
+
+
+def _send(record: dict[str, Any]) -> None:
+    if grading():
+        from IPython.display import publish_display_data
+
+        publish_display_data({ANSWERS: record, "text/plain": ""})
+
+
+def submit(answers: dict[str, Any], judge: Callable[[Any], None]) -> None:
+    """Send ``answers`` to the grader (when grading) and run ``judge`` on them here, as the grader
+    will: on the same plain data, so a check passes here exactly when it passes there."""
+    record = plain(answers)
+    _send({"answers": record})
+    inside = _IN_SUBMIT.set(True)  # its checks send nothing of their own: the answers are the record
+    try:
+        judge(unplain(record))
+    finally:
+        _IN_SUBMIT.reset(inside)
+
+
+def _record(call: str, passed: bool, actual: Any, expected: Any, what: str, hint: str, rel: float = 0.0) -> None:
+    """While grading, one check called directly (without ``submit``): what the grader judges again."""
+    if grading() and not _IN_SUBMIT.get():
+        _send({"check": call, "passed": passed, "actual": plain(actual), "expected": plain(expected),
+               "what": plain(what), "hint": plain(hint), "rel": rel})
+
+
+class Opaque:
+    """An answer that was not plain data: its type's name and its text. Equal only to itself."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        self.kind, self.text = kind, text
+
+    def __repr__(self) -> str:
+        return f"<{self.kind}: {self.text}>"
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON data, read with the plain types' own methods (a ``str`` subclass is its
+    characters, whatever its ``__eq__``); tuples, sets, bytes and dicts tagged, anything else
+    ``{"__object__": [type name, text]}``."""
+    if depth > DEPTH_LIMIT:
+        return {"__object__": ["too deep", ""]}
+    if value is None or type(value) is bool:
+        return value
+    if isinstance(value, bool):
+        return bool.__bool__(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        number = float.__float__(value)
+        return number if number == number and abs(number) != float("inf") else {"__float__": repr(number)}
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (bytes, bytearray)):
+        return {"__bytes__": bytes(value).hex()}
+    if isinstance(value, list):
+        return [plain(item, depth + 1) for item in list.__iter__(value)]
+    if isinstance(value, tuple):
+        return {"__tuple__": [plain(item, depth + 1) for item in tuple.__iter__(value)]}
+    if isinstance(value, (set, frozenset)):
+        items = set.__iter__(value) if isinstance(value, set) else frozenset.__iter__(value)
+        return {"__set__": [plain(item, depth + 1) for item in items]}
+    if isinstance(value, dict):
+        return {"__dict__": [[plain(key, depth + 1), plain(item, depth + 1)] for key, item in dict.items(value)]}
+    return {"__object__": [type(value).__name__[:200], _shown(value)[:500]]}
+
+
+def unplain(value: Any, depth: int = 0) -> Any:
+    """The data ``plain`` wrote, read back from JSON as Python values (an object as an ``Opaque``).
+    Raises ``ValueError`` for anything ``plain`` does not write."""
+    if depth > DEPTH_LIMIT + 1:
+        raise ValueError("answers nested too deep")
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, list):
+        return [unplain(item, depth + 1) for item in value]
+    if isinstance(value, dict) and len(value) == 1:  # a dict of JSON (nbformat's NotebookNode is one too)
+        (tag, inside), = value.items()
+        pairs = isinstance(inside, list) and all(isinstance(pair, list) and len(pair) == 2 for pair in inside)
+        if tag == "__tuple__" and isinstance(inside, list):
+            return tuple(unplain(item, depth + 1) for item in inside)
+        if tag == "__set__" and isinstance(inside, list):
+            return frozenset(_hashable(unplain(item, depth + 1)) for item in inside)
+        if tag == "__dict__" and pairs:
+            return {_hashable(unplain(key, depth + 1)): unplain(item, depth + 1) for key, item in inside}
+        if tag == "__bytes__" and isinstance(inside, str):
+            return bytes.fromhex(inside)
+        if tag == "__float__" and inside in ("nan", "inf", "-inf"):
+            return float(inside)
+        if tag == "__object__" and isinstance(inside, list) and len(inside) == 2:
+            return Opaque(str(inside[0]), str(inside[1]))
+    raise ValueError(f"not answers: {str(value)[:100]}")
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(item) for item in value)
+    if isinstance(value, dict):
+        return tuple((key, _hashable(item)) for key, item in value.items())
+    return value
+
+
+def read_answers(text: str) -> Any:
+    """``json.loads`` of answers sent by a kernel, within ``ANSWERS_LIMIT``; ``ValueError`` otherwise."""
+    if len(text) > ANSWERS_LIMIT:
+        raise ValueError(f"answers longer than {ANSWERS_LIMIT:,} characters")
+    try:
+        return json.loads(text)
+    except RecursionError as problem:
+        raise ValueError("answers nested too deep") from problem
 
 
 def _as_float(value: Any) -> float | None:

