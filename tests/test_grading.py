@@ -176,6 +176,14 @@ def forge(result):  # exercise 2's right answers, whatever the notebook's code d
 shell.events.register("post_run_cell", forge)
 """
 
+ENCODER_SWAP = """import json
+
+class Forging(json.JSONEncoder):  # json.dumps reads json._default_encoder at call time
+    def encode(self, value):
+        return super().encode(value).replace('"raised"', '"passed"').replace('"failed"', '"passed"')
+
+json._default_encoder = Forging()"""
+
 MORE_FORGERS = {  # the forgeries of the issue that moved verdicts out of the kernel, and more
     "forger-encoder": (  # json's module-level encoder, read by json.dumps at call time, rewrites what is sent
         'return "x"\n\nimport json\n\nclass Forging(json.JSONEncoder):\n'
@@ -427,6 +435,9 @@ def fixture_class(into: Path, out: Path, host: dict[str, Any] | None = None) -> 
     for name, notebook in learners.items():
         (into / name).mkdir(parents=True)
         nbformat.write(notebook, into / name / "06_side_effects.ipynb")
+    validation = read(ROOT / "exercises" / "05_validation.ipynb")
+    (into / "forger-lesson5").mkdir(parents=True)  # the issue's own forgery: an unanswered lesson 5, json's encoder swapped
+    nbformat.write(with_setup(validation, ENCODER_SWAP), into / "forger-lesson5" / "05_validation.ipynb")
     for name, notebook in {"sam": with_code(wire, 1, SERVER_KILLER), "tia": wire}.items():
         (into / name).mkdir(parents=True)
         nbformat.write(notebook, into / name / "01_the_wire.ipynb")
@@ -526,7 +537,7 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
         assert got["message"].startswith(want["message"]), (got, want)
         assert (want["note"] in got["note"]) if want["note"] else got["note"] == "", (got, want)
 
-    cheats = {*FORGERS, *MORE_FORGERS, "eve", "mona", "nina", "sockets", "proc-reader", "peer-reader", "udp", "flood"}
+    cheats = {*FORGERS, *MORE_FORGERS, "forger-lesson5", "eve", "mona", "nina", "sockets", "proc-reader", "peer-reader", "udp", "flood"}
     assert not [row for row in rows if row["learner"] in cheats and row["status"] == "passed"], "a forgery passed"
 
     # the sandbox changes no honest learner's grade: the same notebooks graded as a learner grades their own
@@ -562,9 +573,9 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert "\\<img src=x onerror=alert\\(1\\)\\>" in summary and "\\*\\*bold\\*\\*" in summary
     assert "- @rex/=cmd\\|' \\-C calc'\\!A0\\.ipynb: not one of the course's notebooks" in summary
     assert summary.startswith("# Grades\n\nSandbox: bubblewrap") and "only its own processes" in box.describe()
-    assert "| learner | 01 | 06 | 07 | 08 |" in summary and "| ada | – | 3/3 | – | – |" in summary
-    assert "| fay | – | error | – | – |" in summary and "| quinn | – | 2/3 | error | error |" in summary
-    assert "| vic | – | – | – | – |" in summary and "- vic/: the learner's folder is a link: not graded" in summary
+    assert "| learner | 01 | 05 | 06 | 07 | 08 |" in summary and "| ada | – | – | 3/3 | – | – |" in summary
+    assert "| fay | – | – | error | – | – |" in summary and "| quinn | – | – | 2/3 | error | error |" in summary
+    assert "| forger\\-lesson5 | – | 0/3 | – | – | – |" in summary and "| vic | – | – | – | – | – |" in summary and "- vic/: the learner's folder is a link: not graded" in summary
     assert "| 06 | 1 · A canonical key | 5 of 36 (14%) | 23 | 1 | 7 |" in summary
 
 
