@@ -84,6 +84,17 @@ def judging(language: str, messages: dict[str, str]) -> Iterator[None]:
         _QUIET.reset(quiet)
 
 
+@contextmanager
+def quietly() -> Iterator[None]:
+    """While in this block, a check that passes prints nothing (one that fails still raises): a
+    check cell judges what needs no model this way before it asks the model anything."""
+    quiet = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(quiet)
+
+
 def _table() -> tuple[str, dict[str, str]]:
     """The language and its messages: the grader's (``judging``), else read once from the course."""
     global LANGUAGE, MESSAGES

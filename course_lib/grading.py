@@ -37,6 +37,7 @@ from .checks import CheckFailed as CheckFailed
 from .checks import check as check
 from .checks import check_close as check_close
 from .checks import check_equal as check_equal
+from .checks import quietly as quietly
 from .checks import submit as submit
 from .checks import uses_reference as uses_reference
 from .translation.build import language_of
@@ -223,7 +224,7 @@ def submission(learner: Any, published: Any, english: Any = None) -> Any:
 # Verdicts: the grader judges the answers a check cell sent, in its own process.
 # --------------------------------------------------------------------------------------
 
-CHECK_NAMES = ("CheckFailed", "check", "check_equal", "check_close", "uses_reference", "submit")
+CHECK_NAMES = ("CheckFailed", "check", "check_equal", "check_close", "uses_reference", "submit", "quietly")
 TEXT_LIMIT = 2000  # characters of an error's or a check's text kept for a row
 OUTPUT_LIMIT = 2_000_000  # characters of output kept per cell, of every kind (the rest is dropped, not held)
 OUTPUTS_LIMIT = 500  # outputs kept per cell
