@@ -351,12 +351,13 @@ class Sandbox:
 
     def describe(self) -> str:
         """One paragraph: what the kernels ran in, as the probe saw it."""
-        who = f"as {self.who()}, without capabilities"
-        return (f"bubblewrap ({self.version or self.bwrap}): each kernel {who}, in namespaces of its own (users, "
-                "processes, IPC, network, host name, cgroups), seeing only its own processes; the system and the "
-                "course read-only, a new scratch folder and home for every kernel start, no host socket; the model "
-                "server through one relayed socket; limits: " + self.limits.describe(self.uid) +
-                "; every process ended with its kernel. The probe could not write to the course.")
+        users = "" if self.uid is not None else "users, "
+        return (f"bubblewrap ({self.version or self.bwrap}): each kernel as {self.who()}, without capabilities, in "
+                f"namespaces of its own ({users}processes, IPC, network, host name, cgroups), seeing only its own "
+                "processes; the system and the course read-only, a new scratch folder and home for every kernel "
+                "start, no host socket; the model server through one relayed socket; limits: "
+                f"{self.limits.describe(self.uid)}; every process ended with its kernel. The probe could not write "
+                "to the course.")
 
 
 @dataclass

@@ -1,8 +1,10 @@
-"""Grading: exercises mapped from headings; a class that does not deserve trust (forgers, a
-secret reader, a writer outside its folder, kernels that never finish, a fork bomb, a link
-to /, formulas and Markdown, a learner who kills the model server) graded row by row in a
-sandbox; deadlines; and proof that every exercise can be passed on its own and every check
-can fail."""
+"""Grading: exercises mapped from headings; a class that does not deserve trust (forgers of
+the checks, the answers and the grader's own modules, readers of secrets, of /proc and of
+other learners' notebooks, a writer outside its folder, host-socket and UDP escapers, an
+output flood, a startup file planted across a restart, kernels that never finish, a fork
+bomb, a link to /, formulas and Markdown, a learner who kills the model server) graded row
+by row in bubblewrap; the refusal without a sandbox; deadlines; and proof that every
+exercise can be passed on its own and every check can fail."""
 
 from __future__ import annotations
 
@@ -436,7 +438,7 @@ def fixture_class(into: Path, out: Path, host: dict[str, Any] | None = None) -> 
         (into / name).mkdir(parents=True)
         nbformat.write(notebook, into / name / "06_side_effects.ipynb")
     validation = read(ROOT / "exercises" / "05_validation.ipynb")
-    (into / "forger-lesson5").mkdir(parents=True)  # the issue's own forgery: an unanswered lesson 5, json's encoder swapped
+    (into / "forger-lesson5").mkdir(parents=True)  # the issue's forgery: lesson 5 unanswered, json's encoder swapped
     nbformat.write(with_setup(validation, ENCODER_SWAP), into / "forger-lesson5" / "05_validation.ipynb")
     for name, notebook in {"sam": with_code(wire, 1, SERVER_KILLER), "tia": wire}.items():
         (into / name).mkdir(parents=True)
@@ -537,7 +539,8 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
         assert got["message"].startswith(want["message"]), (got, want)
         assert (want["note"] in got["note"]) if want["note"] else got["note"] == "", (got, want)
 
-    cheats = {*FORGERS, *MORE_FORGERS, "forger-lesson5", "eve", "mona", "nina", "sockets", "proc-reader", "peer-reader", "udp", "flood"}
+    cheats = {*FORGERS, *MORE_FORGERS, "forger-lesson5", "eve", "mona", "nina", "sockets", "proc-reader",
+              "peer-reader", "udp", "flood"}
     assert not [row for row in rows if row["learner"] in cheats and row["status"] == "passed"], "a forgery passed"
 
     # the sandbox changes no honest learner's grade: the same notebooks graded as a learner grades their own
@@ -575,7 +578,8 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert summary.startswith("# Grades\n\nSandbox: bubblewrap") and "only its own processes" in box.describe()
     assert "| learner | 01 | 05 | 06 | 07 | 08 |" in summary and "| ada | – | – | 3/3 | – | – |" in summary
     assert "| fay | – | – | error | – | – |" in summary and "| quinn | – | – | 2/3 | error | error |" in summary
-    assert "| forger\\-lesson5 | – | 0/3 | – | – | – |" in summary and "| vic | – | – | – | – | – |" in summary and "- vic/: the learner's folder is a link: not graded" in summary
+    assert "| forger\\-lesson5 | – | 0/3 | – | – | – |" in summary and "| vic | – | – | – | – | – |" in summary
+    assert "- vic/: the learner's folder is a link: not graded" in summary
     assert "| 06 | 1 · A canonical key | 5 of 36 (14%) | 23 | 1 | 7 |" in summary
 
 
