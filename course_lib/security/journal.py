@@ -42,29 +42,41 @@ class RunJournal:
         self.path = Path(path)
         self.kept: dict[tuple[str, str], Run] = {}
         self._lock = threading.Lock()
-        if self.path.exists() and not resume:
+        text = self.path.read_text(encoding="utf-8") if self.path.exists() else ""
+        if text.strip() and not resume:
             raise FileExistsError(f"{self.path} holds the runs of a stopped table: --resume goes on with it; "
                                   "delete it to start again")
-        if self.path.exists():
-            text = self.path.read_text()
-            header, *lines = text.splitlines()
-            if json.loads(header) != settings:
-                raise JournalMismatch(f"{self.path} was written with {header}, not {json.dumps(settings)}: "
-                                      "resume with the same model, scenarios and rows, or delete it")
-            for line in lines:
-                if not line.strip():
-                    continue
-                try:
-                    run = json.loads(line)
-                    self.kept[run["defense"], run["case"]] = run
-                except (ValueError, TypeError, KeyError):  # the last line of a killed run may be cut short
-                    continue
-            if not text.endswith("\n"):  # end that half-written line, so the next run starts a line of its own
-                with open(self.path, "a") as file:
-                    file.write("\n")
-        else:
+        if text.strip():
+            self._read(text, settings)
+        else:  # no journal, or an empty one (a run stopped before its header was written): start anew
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(json.dumps(settings) + "\n")
+            self.path.write_text(json.dumps(settings) + "\n", encoding="utf-8")
+
+    def _read(self, text: str, settings: dict[str, Any]) -> None:
+        """Take the runs of an earlier journal, after checking its settings.
+
+        Lines are split on ``\\n`` only: ``json.dumps(..., ensure_ascii=False)`` leaves U+2028,
+        U+0085 and the other characters that ``str.splitlines`` also breaks at raw inside a
+        run's text, so ``splitlines`` would cut such a run in two and silently drop it."""
+        header, *lines = text.split("\n")
+        try:
+            written_with = json.loads(header)
+        except ValueError:
+            written_with = None
+        if written_with != settings:
+            raise JournalMismatch(f"{self.path} was written with {header[:300]}, not {json.dumps(settings)}: "
+                                  "resume with the same model, scenarios and rows, or delete it")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                run = json.loads(line)
+                self.kept[run["defense"], run["case"]] = run
+            except (ValueError, TypeError, KeyError):  # the last line of a killed run may be cut short
+                continue
+        if not text.endswith("\n"):  # end that half-written line, so the next run starts a line of its own
+            with open(self.path, "a", encoding="utf-8") as file:
+                file.write("\n")
 
     def finished(self, row: str, case: str) -> Run | None:
         """The judged run of ``case`` under ``row`` if an earlier run already made it."""
@@ -73,7 +85,7 @@ class RunJournal:
     def add(self, run: Run) -> None:
         """Append one judged run (flushed at once: a crash loses at most the runs in flight)."""
         line = json.dumps(run, ensure_ascii=False)
-        with self._lock, open(self.path, "a") as file:
+        with self._lock, open(self.path, "a", encoding="utf-8") as file:
             file.write(line + "\n")
             file.flush()
         self.kept[run["defense"], run["case"]] = run
