@@ -14,6 +14,18 @@ grammar's. A ``pattern`` reaches the grammar only if it is in a small, safe subs
 expressions (printable ASCII, the usual escapes, bounded counts); any other pattern is
 refused with a 400 that says so. A schema that needs such a pattern can still be used: leave
 the pattern out of ``format`` and validate the output afterwards (lesson 5).
+A pattern inside the subset can still be expensive. llama.cpp's grammar keeps one parse state
+("stack") for every place in the pattern the text so far may have reached, and tests every
+candidate token against every state, at every token. ``^.{999}$`` has one such place at a
+time, but once a pattern can match the same text in several ways (a ``{0,999}``, a ``*``, an
+alternative), every position after that point may be live at once: ``^`` + ``.{0,999}`` thirty
+times + ``.{999}$`` (248 characters) keeps about 30,000 states and made each token cost
+seconds, then minutes, in the one decoder thread every request shares. So a pattern's
+*ambiguous positions*, all the positions from its first variable part on, are capped
+(``MAX_AMBIGUOUS_POSITIONS``), before any grammar is made. What still slips through is
+stopped while generating: every token's sampling, and the request as a whole, has a time
+budget (``engine.py``).
+
 Each refusal names its limit (``wire.py`` lists them all). The supervisor (``supervisor.py``)
 remains the last line: a grammar that still crashes llama.cpp costs a restart, not the server.
 """
@@ -26,6 +38,7 @@ from typing import Any
 MAX_SCHEMA_NODES = 1_000  # objects and arrays in one format schema
 MAX_REPEAT = 1_000  # minLength, maxLength, minItems, ...; and a pattern's counts, multiplied when nested
 MAX_PATTERN_LENGTH = 256
+MAX_AMBIGUOUS_POSITIONS = 256  # positions of a pattern from its first variable part on: live parse states
 MAX_ALTERNATIVES = 64  # enum values, anyOf/oneOf/allOf branches, properties of one object, prefixItems
 MAX_GRAMMAR_NESTING = 1_500  # parentheses in the grammar text: llama.cpp's parser recurses once per level
 LISTED_KEYWORDS = ("enum", "anyOf", "oneOf", "allOf", "prefixItems", "properties", "type")
@@ -102,6 +115,11 @@ def check_pattern(pattern: Any) -> None:
     problem = _pattern_problem(body)
     if problem:
         raise SchemaTooComplex(refuse + problem)
+    if (positions := ambiguous_positions(body)) > MAX_AMBIGUOUS_POSITIONS:
+        raise SchemaTooComplex(refuse + f"it has {positions:,} positions after its first variable part "
+                               f"({{n,m}}, *, +, ?, an alternative), at most {MAX_AMBIGUOUS_POSITIONS} are "
+                               "allowed: each may be a live state of the grammar at every token; use smaller "
+                               "counts, or validate the value after generation")
 
 
 LITERALS = " -_:@,/#=!%&~'"
@@ -159,6 +177,71 @@ def _pattern_problem(body: str) -> str:
             return f"the character {character!r} must be escaped or is not allowed"
         can_quantify, after_group = True, False
     return ""
+
+
+def ambiguous_positions(body: str) -> int:
+    """How many positions of a pattern (in the subset) may be live parse states at once: 0 for a
+    pattern with one way to match (``\\d{4}-\\d{2}``), else every position from its first variable
+    part on (a ``{n,m}`` with m > n counts m, ``{n}`` n, ``{n,}`` n + 1, ``*``, ``+`` and ``?`` one
+    or two), because text read so far may have ended that part at any of them.
+
+    >>> ambiguous_positions(r"\\d{4}-\\d{2}"), ambiguous_positions(".{0,10}.{5}"), ambiguous_positions("(a|b)c")
+    (0, 15, 3)
+    """
+    counted, variable_seen, i = 0, False, 0
+    open_groups: list[int] = []  # positions read inside each open group before anything was variable
+    while i < len(body):
+        character = body[i]
+        if character == "(":
+            open_groups.append(0)
+            i += 3 if body.startswith("(?:", i) else 1
+            continue
+        if character == ")":
+            inside = open_groups.pop() if open_groups else 0
+            i += 1
+            if body.startswith("?", i):  # an optional group: its positions are ambiguous too
+                counted += 0 if variable_seen else inside
+                variable_seen, i = True, i + 1
+            continue
+        if character == "|":  # an alternative: the group's positions so far are ambiguous too
+            counted += 0 if variable_seen or not open_groups else open_groups[0]
+            variable_seen, i = True, i + 1
+            continue
+        i = _atom_end(body, i)
+        positions, variable = 1, False
+        if quantifier := QUANTIFIER.match(body, i):
+            positions, variable = _positions(quantifier)
+            i = quantifier.end()
+        variable_seen = variable_seen or variable
+        if variable_seen:
+            counted += positions
+        else:
+            open_groups = [inside + positions for inside in open_groups]
+    return counted
+
+
+def _atom_end(body: str, i: int) -> int:
+    """The index after the atom (a character, an escape or a class) that starts at ``i``."""
+    if body[i] == "\\":
+        return i + 2
+    if body[i] == "[":
+        end = _class_end(body, i)
+        return end if isinstance(end, int) else len(body)
+    return i + 1
+
+
+def _positions(quantifier: re.Match[str]) -> tuple[int, bool]:
+    """The positions a quantified atom has, and whether it can match more than one length."""
+    text, low, high = quantifier.group(), quantifier.group(1), quantifier.group(3)
+    if text in ("*", "?"):
+        return 1, True
+    if text == "+":
+        return 2, True
+    if quantifier.group(2) is None:  # {n}
+        return int(low), False
+    if high is None:  # {n,}
+        return int(low) + 1, True
+    return int(high), int(high) > int(low)
 
 
 def _class_end(body: str, start: int) -> int | str:
