@@ -772,6 +772,72 @@ def test_check_equal_compares_plain_values_by_their_own_type():
         check_close(type("Float", (float,), {"__sub__": lambda self, other: 0.0})(3.0), 25.0, "25")
 
 
+def answered(source: str, *records: object, error: tuple[str, str] | None = None) -> nbformat.NotebookNode:
+    """A check cell as the grader holds it after a run: the published ``source``, the kernel's outputs."""
+    from course_lib.checks import ANSWERS
+
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = [nbformat.v4.new_output("display_data", data={ANSWERS: record, "text/plain": ""})
+                    for record in records]
+    if error:
+        cell.outputs.append(nbformat.v4.new_output("error", ename=error[0], evalue=error[1], traceback=[]))
+    return nbformat.from_dict(cell)
+
+
+PUBLISHED_CHECK = """# CHECK exercise 1
+def judge(answers):
+    check_equal(answers["key"], "ab" * 32, "the key")
+    check(answers["other"] != answers["key"], "another key")
+
+submit({"key": make_key(), "other": make_key(1)}, judge)"""
+
+
+def test_the_grader_judges_the_answers_with_the_published_judge_alone():
+    """The verdict is the published judge's, run here on the answers: nothing else the kernel
+    sends (a second record, a verdict, an error after the answers, garbage) makes a pass."""
+    from course_lib.checks import plain, unplain
+    from course_lib.grading import check_outcome, judge_of
+
+    right = {"answers": plain({"key": "ab" * 32, "other": "cd" * 32})}
+    assert check_outcome(answered(PUBLISHED_CHECK, right)) == ("passed", "", "")
+    assert check_outcome(answered(PUBLISHED_CHECK, right, error=("CheckFailed", "the kernel's own judge"))) == \
+        ("passed", "", "")  # the kernel's word counts for nothing, either way
+    wrong = {"answers": plain({"key": "x", "other": "y"})}
+    assert check_outcome(answered(PUBLISHED_CHECK, wrong))[:2] == ("failed", "CheckFailed")
+    assert check_outcome(answered(PUBLISHED_CHECK, wrong, right)) is None  # two answers: which one? neither
+    assert check_outcome(answered(PUBLISHED_CHECK, {"answers": right["answers"], "verdict": "passed"})) is None
+    assert check_outcome(answered(PUBLISHED_CHECK)) is None
+    stub = ("NotImplementedError", "Exercise: replace this line with your solution.")
+    assert check_outcome(answered(PUBLISHED_CHECK, error=stub)) == ("raised", *stub)
+    for garbage in ({"answers": {"__dict__": "no"}}, {"answers": {"__nope__": 1}}, {"answers": [[[]]] * 3}):
+        status = check_outcome(answered(PUBLISHED_CHECK, garbage))
+        assert status is not None and status[0] != "passed", garbage
+    assert judge_of("check(True, 'x')") is None and callable(judge_of(PUBLISHED_CHECK))
+    # answers come back as they were sent: tuples, sets, bytes, dicts with any keys, objects as text
+    value = {"t": (1, "a"), "s": {1, 2}, "b": b"\x00", 3: [None, 1.5, float("inf")], (1, 2): True}
+    assert unplain(plain(value)) == {**value, "s": frozenset({1, 2})}
+    liar = type("Liar", (str,), {"__eq__": lambda self, other: True, "__hash__": str.__hash__})("x")
+    assert plain(liar) == "x" and type(plain(liar)) is str
+    assert repr(unplain(plain(object()))).startswith("<object: <object object at")
+
+
+def test_older_check_cells_are_judged_again_from_their_records():
+    """A check cell that calls the checks directly sends one record per check; the grader judges
+    plain values again itself (a record that says passed for a wrong value fails)."""
+    from course_lib.checks import plain
+    from course_lib.grading import check_outcome
+
+    def record(call: str, passed: bool, actual: object, expected: object) -> dict:
+        return {"check": call, "passed": passed, "actual": plain(actual), "expected": plain(expected),
+                "what": "two", "hint": "", "rel": 1e-6}
+
+    source = "# CHECK exercise 1\ncheck_equal(answer(), 2, 'two')"
+    assert check_outcome(answered(source, record("check_equal", True, 2, 2))) == ("passed", "", "")
+    assert check_outcome(answered(source, record("check_equal", True, 3, 2)))[0] == "failed"
+    assert check_outcome(answered(source, record("check_close", True, 2.5, 2)))[0] == "failed"
+    assert check_outcome(answered(source)) is None
+
+
 def test_a_learners_text_is_never_a_formula_nor_markdown():
     assert [cell_text(text) for text in ("=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx", "ok", "a\r\nb")] == \
            ["'=1+1", "'+1", "'-1", "'@SUM(A1)", "'\tx", "?x", "ok", "a\nb"]
