@@ -1,4 +1,20 @@
-"""Shared fixtures: one real embedded server for the whole test session.
+"""Shared fixtures (one real embedded server for the whole test session) and the test tiers.
+
+Every test is in one tier, named by a marker (``pyproject.toml`` lists them):
+
+- ``model``: starts the real model (the ``server`` fixture, nbval's cells of every lesson and
+  solution, the clients' contract tests). Minutes.
+- ``slow``: no model, but a notebook kernel, a grader's sandbox, a child process per test, or
+  an assertion on the wall clock (which a busy machine can break). Tens of seconds.
+- ``release``: what keeps the course's words true, not its code: the lessons' time lines, the
+  Japanese edition up to date, README sentences, the instructors' agendas, the committed tables,
+  style and types. A typo fix in the English can fail these until the edition is rebuilt.
+- ``fast``: everything else, given here to every test with none of the three above. No model,
+  no kernel, no prose: ``pytest --fast`` (the same as ``-m fast``, without collecting the
+  notebooks) is the loop a maintainer runs after each change, in well under a minute.
+
+A test file marks its own ``slow`` and ``release`` tests, except a few files whose slow tests are
+named in ``SLOW`` below. ``python3 course.py test`` runs every tier.
 
 Shared constants and helpers that tests import are in ``helpers.py``."""
 
@@ -15,6 +31,21 @@ os.environ["COURSE_LANG"] = "en"  # checks speak English here, whatever the shel
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_FOLDERS = (ROOT / "notebooks", ROOT / "solutions")
+TIERS = ("model", "slow", "release")
+
+# Slow tests named by file and by a part of their name (None: the whole file), for the files that
+# do not mark them themselves.
+SLOW: dict[str, tuple[str, ...] | None] = {
+    # a kernel, a sandboxed grader, or several of them at once
+    "test_grading.py": ("sandbox", "kernel", "runs_too_long"),
+    # each test starts the model's supervised child process (a scripted model, but a Python each)
+    "test_supervisor.py": None,
+    # the event loop must answer within 0.5 s of the wall clock while it works
+    "test_server_loop.py": ("does_not_hold_the_loop", "takes_a_place_in_line", "does_not_stop_other_clients"),
+    # a real browser (Chromium) opens a deck; the other browser tests start JupyterLab and the model
+    "test_browser.py": ("deck",),
+}
+MODEL_FIXTURES = {"server", "url"}  # the session's real server
 
 try:
     import llama_cpp  # noqa: F401
@@ -25,10 +56,29 @@ except Exception:  # not installed, or its compiled library does not load
     collect_ignore = ["test_batching.py", "test_engine.py"]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fast", action="store_true",
+                     help="the fast tier only (-m fast): no model, no kernel, no prose checks; notebooks not collected")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``--fast`` is ``-m fast`` (and any ``-m`` given too), with nbval's notebooks not even read:
+    every cell of them is ``model``."""
+    if config.getoption("fast"):
+        config.option.markexpr = f"fast and ({config.option.markexpr})" if config.option.markexpr else "fast"
+        config.option.ignore_glob = [*(config.option.ignore_glob or []), "*.ipynb"]
+
+
+def named_in(table: dict[str, tuple[str, ...] | None], item: pytest.Item) -> bool:
+    name = Path(str(item.path)).name
+    return name in table and (table[name] is None or any(part in item.name for part in table[name] or ()))
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by these markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Lessons and solutions, run by nbval, start the model: mark their cells ``model``, so that
-    ``-m "not model"`` is the fast path. (Lesson 13's own tests in ``notebooks/agent_tests`` mark
-    their one model test themselves; the lesson runs the others with ``-m "not model"``.)
+    """Give every test its tier (above). Lessons and solutions, run by nbval, start the model:
+    their cells are ``model``. (Lesson 13's own tests in ``notebooks/agent_tests`` mark their
+    one model test themselves; the lesson runs the others with ``-m "not model"``.)
 
     Tests marked ``long`` run first: with pytest-xdist (``-n 3``), one worker starts on the
     longest while the others take the rest, instead of the longest starting last."""
@@ -36,6 +86,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = Path(str(item.path))
         if path.suffix == ".ipynb" and any(folder in path.parents for folder in NOTEBOOK_FOLDERS):
             item.add_marker(pytest.mark.model)
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
+        if named_in(SLOW, item):
+            item.add_marker(pytest.mark.slow)
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(pytest.mark.fast)
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise in order
 
 
@@ -52,4 +108,3 @@ def server():
 @pytest.fixture(scope="session")
 def url(server):
     return server.url
-

@@ -34,6 +34,7 @@ def test_sections_count_words_code_and_seconds():
     assert (second.prose_words, second.code_words, second.code_cells, second.seconds) == (9, 1 + 2, 2, 60.0)
 
 
+@pytest.mark.release
 def test_a_lesson_is_measured_from_its_notebook_and_its_solutions():
     readme = lesson_plan.readme_run_times((ROOT / "README.md").read_text(encoding="utf-8"))
     lesson = lesson_plan.measure(ROOT / "notebooks" / "01_the_wire.ipynb", readme)
@@ -56,11 +57,13 @@ def test_the_quick_run_replaces_the_full_one_where_the_readme_measured_it():
     assert lesson.minutes(200, 10, quick=True) == 2 + 3 + 10
 
 
+@pytest.mark.release
 def test_every_lesson_in_order_with_9a_and_9b_after_9():
     numbers = [lesson.number for lesson in lesson_plan.lessons(ROOT)]
     assert numbers == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "9a", "9b", "10", "11", "12", "13"]
 
 
+@pytest.mark.release
 def test_an_appendix_is_no_lesson_and_a_misnamed_notebook_is_an_error(tmp_path):
     assert [path.name for path in lesson_plan.appendices(ROOT)] == ["appendix_under_the_hood.ipynb"]
     course = tmp_path / "course"
@@ -76,6 +79,7 @@ def test_an_appendix_is_no_lesson_and_a_misnamed_notebook_is_an_error(tmp_path):
             listing(course)
 
 
+@pytest.mark.release
 def test_a_run_time_the_readme_no_longer_says_is_an_error():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     lesson_plan.readme_run_times(readme)  # today's README says all of them
@@ -83,6 +87,7 @@ def test_a_run_time_the_readme_no_longer_says_is_an_error():
         lesson_plan.readme_run_times(readme.replace("Lesson 10 takes about 2.5 minutes", "Lesson 10 takes 3 minutes"))
 
 
+@pytest.mark.release
 def test_the_command_prints_a_row_per_lesson(capsys):
     assert lesson_plan.main(["--wpm", "150"]) == 0
     out = capsys.readouterr().out
@@ -94,6 +99,7 @@ def test_the_command_prints_a_row_per_lesson(capsys):
         lesson_plan.main(["--wpm", "0"])
 
 
+@pytest.mark.release
 def test_every_lesson_ends_its_first_cell_with_its_current_time_line():
     stale = []
     for lesson in lesson_plan.lessons(ROOT):

@@ -154,6 +154,7 @@ def test_declared_tools_check_arguments_against_the_schema_they_were_given():
     assert list(inspect.signature(tool).parameters) == ["order_id", "amount"] and tool(order_id="x", amount=1)
 
 
+@pytest.mark.slow
 def test_a_stdio_server_speaks_json_rpc_on_the_wire():
     log = []
     with McpSession(StdioServerParameters(command=sys.executable, args=["-m", "course_lib.kiosk.mcp_server"]),
@@ -189,6 +190,7 @@ def test_a_changed_definition_is_left_out_and_the_rest_kept():
     assert changed_tools(pin(before), after) == ["a", "c"]
 
 
+@pytest.mark.slow
 def test_a_stdio_server_starts_where_stderr_has_no_file_descriptor(monkeypatch):
     import io
 

@@ -348,7 +348,8 @@ def test_an_unreachable_hub_hands_over_within_seconds(hub_model, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{a_closed_port()}")
     start = time.monotonic()
     models.fetch(spec.name, progress=False)
-    assert time.monotonic() - start < 5 and index_downloads == [spec.name]
+    # refused at once here; the bound is loose (a busy machine) but well under the hub's read timeout
+    assert time.monotonic() - start < models.HUB_TIMEOUT.read / 2 and index_downloads == [spec.name]
 
 
 def test_when_no_source_serves_the_error_says_what_each_one_said(hub_model, monkeypatch):

@@ -223,6 +223,7 @@ def test_the_saved_table_keeps_the_paired_tests(tmp_path):
     assert len(saved["paired"]) == 4 and load_outcomes(tmp_path / "defense_table.json") == outcomes
 
 
+@pytest.mark.release
 @pytest.mark.parametrize("name", ["defense_table*.json", "tool_poisoning*.json"])
 def test_every_committed_table_is_compared_paired(name):
     """Any saved table (either model) gives a paired claim per defense and a result per measure."""
@@ -234,6 +235,7 @@ def test_every_committed_table_is_compared_paired(name):
         assert {r["measure"] for r in paired_results(rows)} == {"attack success", "benign utility"}
 
 
+@pytest.mark.release
 @pytest.mark.parametrize(("name", "pinned_cost"), [("tool_poisoning.json", (0, 5, 7, "0.062")),
                                                     ("tool_poisoning_qwen2_5-coder_1_5b.json", (0, 8, 4, "0.0078"))])
 def test_pinning_cost_completions_under_attack_paired_over_tasks(name, pinned_cost):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.release  # the whole library checked: about 20 s on 2 cores, not in the fast tier
+
 ROOT = Path(__file__).parents[1]
 
 

@@ -334,6 +334,7 @@ def test_the_exercise_generator_does_not_take_the_japanese_folder_for_exercises(
     assert all(path.parent.name == "exercises" for path in stale), stale
 
 
+@pytest.mark.slow
 def test_pytest_does_not_collect_the_japanese_notebooks(course):
     """nbval would run every Japanese lesson a second time: they are proven by the files instead."""
     assert run(course, "build", "ja") == 0
@@ -392,6 +393,7 @@ def test_a_check_says_its_what_and_hint_in_japanese_with_the_values_of_the_engli
         checks.check_equal(0.2, 0.3, "3/10: low end", "use the interval")
 
 
+@pytest.mark.slow
 def test_in_a_japanese_kernel_the_checks_read_the_course_message_catalogue(tmp_path):
     """Imported normally (``course.py lab --lang ja``), the checks read ``COURSE_LANG`` and
     ``translations/ja/checks.md`` on their first message; without ``COURSE_LANG``, English."""
@@ -442,6 +444,7 @@ def test_the_grader_finds_the_same_exercises_and_checks_in_the_japanese_notebook
     assert all(part.title and "·" not in part.title and not part.title.startswith(("#", ">")) for part in ours)
 
 
+@pytest.mark.slow
 def test_grading_a_japanese_exercise_notebook_reports_in_japanese(course, monkeypatch):
     """A learner's wrong answer in ``exercises/ja/``, graded in a real kernel: the line, the
     check's message and hint (from the message catalogue) and the summary are Japanese."""
@@ -524,6 +527,7 @@ def test_the_editions_language_is_course_lang_else_its_folders(monkeypatch, tmp_
 # The course's own edition (these fail, listing what is left, until the translation is done)
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.release
 def test_every_english_unit_has_a_current_japanese_translation():
     result = survey(ROOT, "ja")
     lines = [line for status in result.statuses if not status.ok for line in status_lines(ROOT, status, show=False)]
@@ -533,6 +537,7 @@ def test_every_english_unit_has_a_current_japanese_translation():
                        + "\n".join(lines))
 
 
+@pytest.mark.release
 def test_the_committed_japanese_files_are_what_build_writes():
     """So the Japanese notebooks have the English code and outputs, and nbval need not run them."""
     result = survey(ROOT, "ja")
@@ -551,6 +556,7 @@ def test_the_committed_japanese_files_are_what_build_writes():
     assert not wrong, "run `python -m course_lib.translation build ja` and commit:\n" + "\n".join(wrong)
 
 
+@pytest.mark.release
 def test_every_relative_link_of_the_committed_japanese_edition_resolves():
     found = []
     for status in survey(ROOT, "ja").statuses:
@@ -565,6 +571,7 @@ def test_every_relative_link_of_the_committed_japanese_edition_resolves():
     assert not found, "links that lead to no file:\n" + "\n".join(found)
 
 
+@pytest.mark.release
 def test_every_check_message_of_the_solutions_has_a_japanese_translation():
     found = message_status("ja", ROOT)
     assert not found.orphans, f"translations/ja/checks.md has messages no check says any more: {found.orphans}"
@@ -632,6 +639,7 @@ def test_the_cwd_relative_path_finder_finds_what_it_should():
                                                     ("e", "agent_tests/test_contracts.py")]
 
 
+@pytest.mark.release
 def test_no_code_cell_names_a_course_file_relative_to_its_folder():
     """The Japanese edition runs one folder deeper (``notebooks/ja/``): ``course_file("data/x.json")``
     works from both, ``"../data/x.json"`` only from ``notebooks/``. (An exercise's cells come from
