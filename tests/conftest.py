@@ -42,6 +42,9 @@ SLOW: dict[str, tuple[str, ...] | None] = {
     "test_supervisor.py": None,
     # the event loop must answer within 0.5 s of the wall clock while it works
     "test_server_loop.py": ("does_not_hold_the_loop", "takes_a_place_in_line", "does_not_stop_other_clients"),
+    # an answer, a refusal or a generation's end within a second or two of the wall clock
+    "test_server_budget.py": ("past_its_deadline_between_tokens", "refused_before_it_is_parsed",
+                              "answers_while_large_bodies_arrive"),
     # a real browser (Chromium) opens a deck; the other browser tests start JupyterLab and the model
     "test_browser.py": ("deck",),
 }
