@@ -88,11 +88,12 @@ def judging(language: str, messages: dict[str, str]) -> Iterator[None]:
 def quietly() -> Iterator[None]:
     """While in this block, a check that passes prints nothing (one that fails still raises): a
     check cell judges what needs no model this way before it asks the model anything."""
-    quiet = _QUIET.set(True)
+    quiet, inside = _QUIET.set(True), _IN_SUBMIT.set(True)  # nor does it send a record: only submit's answers count
     try:
         yield
     finally:
         _QUIET.reset(quiet)
+        _IN_SUBMIT.reset(inside)
 
 
 def _table() -> tuple[str, dict[str, str]]:
