@@ -11,7 +11,7 @@ Every test is in one tier, named by a marker (``pyproject.toml`` lists them):
   style and types. A typo fix in the English can fail these until the edition is rebuilt.
 - ``fast``: everything else, given here to every test with none of the three above. No model,
   no kernel, no prose: ``pytest --fast`` (the same as ``-m fast``, without collecting the
-  notebooks) is the loop a maintainer runs after each change, in well under a minute.
+  notebooks) is the loop a maintainer runs after each change, in under a minute on 2 cores.
 
 A test file marks its own ``slow`` and ``release`` tests, except a few files whose slow tests are
 named in ``SLOW`` below. ``python3 course.py test`` runs every tier.
