@@ -19,10 +19,10 @@ A pattern inside the subset can still be expensive. llama.cpp's grammar keeps on
 candidate token against every state, at every token. ``^.{999}$`` has one such place at a
 time, but once a pattern can match the same text in several ways (a ``{0,999}``, a ``*``, an
 alternative), every position after that point may be live at once: ``^`` + ``.{0,999}`` thirty
-times + ``.{999}$`` (248 characters) keeps about 30,000 states and made each token cost
-seconds, then minutes, in the one decoder thread every request shares. So a pattern's
-*ambiguous positions*, all the positions from its first variable part on, are capped
-(``MAX_AMBIGUOUS_POSITIONS``), before any grammar is made. What still slips through is
+times + ``.{999}$`` (248 characters) keeps tens of thousands of states and made each token
+cost seconds, then minutes, in the one decoder thread every request shares. So a pattern's
+*ambiguity*, the parse positions after its first variable part (``pattern_ambiguity``), is
+capped (``MAX_PATTERN_AMBIGUITY``), before any grammar is made. What still slips through is
 stopped while generating: every token's sampling, and the request as a whole, has a time
 budget (``engine.py``).
 
@@ -38,7 +38,7 @@ from typing import Any
 MAX_SCHEMA_NODES = 1_000  # objects and arrays in one format schema
 MAX_REPEAT = 1_000  # minLength, maxLength, minItems, ...; and a pattern's counts, multiplied when nested
 MAX_PATTERN_LENGTH = 256
-MAX_AMBIGUOUS_POSITIONS = 256  # positions of a pattern from its first variable part on: live parse states
+MAX_PATTERN_AMBIGUITY = 400  # parse-state work per character after a pattern's first variable part
 MAX_ALTERNATIVES = 64  # enum values, anyOf/oneOf/allOf branches, properties of one object, prefixItems
 MAX_GRAMMAR_NESTING = 1_500  # parentheses in the grammar text: llama.cpp's parser recurses once per level
 LISTED_KEYWORDS = ("enum", "anyOf", "oneOf", "allOf", "prefixItems", "properties", "type")
@@ -115,11 +115,11 @@ def check_pattern(pattern: Any) -> None:
     problem = _pattern_problem(body)
     if problem:
         raise SchemaTooComplex(refuse + problem)
-    if (positions := ambiguous_positions(body)) > MAX_AMBIGUOUS_POSITIONS:
-        raise SchemaTooComplex(refuse + f"it has {positions:,} positions after its first variable part "
-                               f"({{n,m}}, *, +, ?, an alternative), at most {MAX_AMBIGUOUS_POSITIONS} are "
-                               "allowed: each may be a live state of the grammar at every token; use smaller "
-                               "counts, or validate the value after generation")
+    if (ambiguity := pattern_ambiguity(body)) > MAX_PATTERN_AMBIGUITY:
+        raise SchemaTooComplex(refuse + f"its ambiguity is {ambiguity:,} (the parse positions after its first "
+                               f"variable part, {{n,m}}, *, +, ? or an alternative), at most "
+                               f"{MAX_PATTERN_AMBIGUITY} is allowed: each is a live state of the grammar at every "
+                               "token; use smaller counts, or validate the value after generation")
 
 
 LITERALS = " -_:@,/#=!%&~'"
@@ -179,45 +179,76 @@ def _pattern_problem(body: str) -> str:
     return ""
 
 
-def ambiguous_positions(body: str) -> int:
-    """How many positions of a pattern (in the subset) may be live parse states at once: 0 for a
-    pattern with one way to match (``\\d{4}-\\d{2}``), else every position from its first variable
-    part on (a ``{n,m}`` with m > n counts m, ``{n}`` n, ``{n,}`` n + 1, ``*``, ``+`` and ``?`` one
-    or two), because text read so far may have ended that part at any of them.
+def pattern_ambiguity(body: str) -> int:
+    """How much parse-state work a pattern (in the subset) can make llama.cpp do for each character:
+    0 for a pattern with one way to match. llama.cpp turns ``x{0,m}`` into ``m`` nested optional
+    groups, so the text read so far may have ended a variable part at any of its positions: the
+    first variable part (``{n,m}``, ``*``, ``+``, ``?``, a group with an alternative) is cheap, but
+    every part after it adds its positions as live parse states, and a variable one adds each of
+    its ``m`` positions with up to ``m`` nested frames (``m * m / 2``). A literal character that the
+    variable part before it cannot match (the ``@`` in ``[a-z]{1,64}@``) ends the ambiguity: the
+    parts after it are counted afresh. Measured on the 0.5B model's vocabulary: ``.{0,128}.{128}``
+    (128) cost 67 ms a token against 46 for any string; ``.{0,40}`` three times (1,600) 0.3 to
+    4.9 s a token.
 
-    >>> ambiguous_positions(r"\\d{4}-\\d{2}"), ambiguous_positions(".{0,10}.{5}"), ambiguous_positions("(a|b)c")
-    (0, 15, 3)
+    >>> pattern_ambiguity(r"\\d{4}-\\d{2}"), pattern_ambiguity(".{0,10}.{5}"), pattern_ambiguity(".{0,10}.{0,10}")
+    (0, 5, 50)
+    >>> pattern_ambiguity("[a-z]{1,64}@[a-z]{1,64}"), pattern_ambiguity("(a|b)c")
+    (0, 2)
     """
-    counted, variable_seen, i = 0, False, 0
+    worst = cost = 0
+    variable_seen, i = False, 0
+    previous = ""  # the last atom's text, if it was variable (for the separator rule)
     open_groups: list[int] = []  # positions read inside each open group before anything was variable
     while i < len(body):
         character = body[i]
         if character == "(":
             open_groups.append(0)
             i += 3 if body.startswith("(?:", i) else 1
+            previous = ""
             continue
         if character == ")":
             inside = open_groups.pop() if open_groups else 0
             i += 1
-            if body.startswith("?", i):  # an optional group: its positions are ambiguous too
-                counted += 0 if variable_seen else inside
+            if body.startswith("?", i):  # an optional group: the rest is ambiguous
+                cost += inside if variable_seen else 0
                 variable_seen, i = True, i + 1
+            previous = ""
             continue
-        if character == "|":  # an alternative: the group's positions so far are ambiguous too
-            counted += 0 if variable_seen or not open_groups else open_groups[0]
-            variable_seen, i = True, i + 1
+        if character == "|":  # an alternative: the rest is ambiguous
+            cost += open_groups[0] if variable_seen and open_groups else 0
+            variable_seen, i, previous = True, i + 1, ""
             continue
-        i = _atom_end(body, i)
-        positions, variable = 1, False
-        if quantifier := QUANTIFIER.match(body, i):
-            positions, variable = _positions(quantifier)
+        end = _atom_end(body, i)
+        atom, i = body[i:end], end
+        quantifier = QUANTIFIER.match(body, i)
+        positions, variable, nested = 1, False, False
+        if quantifier:
+            positions, variable, nested = _positions(quantifier)
             i = quantifier.end()
-        variable_seen = variable_seen or variable
+        elif previous and len(atom) == 1 + atom.startswith("\\") and not _matches(previous, atom) \
+                and not open_groups:
+            worst, cost, variable_seen = max(worst, cost), 0, False  # a separator the last part cannot match
+            previous = ""
+            continue
         if variable_seen:
-            counted += positions
-        else:
-            open_groups = [inside + positions for inside in open_groups]
-    return counted
+            cost += positions * positions // 2 if nested else positions
+        elif not open_groups:
+            variable_seen = variable
+        open_groups = [inside + positions for inside in open_groups]
+        previous = atom if variable else ""
+    return max(worst, cost)
+
+
+def _matches(atom: str, literal: str) -> bool:
+    """Whether the atom (``.``, a class, an escape, a character) can match the literal character."""
+    character = literal[-1]
+    if atom == ".":
+        return character not in "\n\r"
+    try:
+        return re.fullmatch(atom, character) is not None
+    except re.error:
+        return True
 
 
 def _atom_end(body: str, i: int) -> int:
@@ -230,18 +261,19 @@ def _atom_end(body: str, i: int) -> int:
     return i + 1
 
 
-def _positions(quantifier: re.Match[str]) -> tuple[int, bool]:
-    """The positions a quantified atom has, and whether it can match more than one length."""
+def _positions(quantifier: re.Match[str]) -> tuple[int, bool, bool]:
+    """The positions a quantified atom has, whether it can match more than one length, and whether
+    llama.cpp nests its optional positions (``{n,m}``) rather than looping (``*``, ``+``)."""
     text, low, high = quantifier.group(), quantifier.group(1), quantifier.group(3)
     if text in ("*", "?"):
-        return 1, True
+        return 1, True, False
     if text == "+":
-        return 2, True
+        return 2, True, False
     if quantifier.group(2) is None:  # {n}
-        return int(low), False
+        return int(low), False, False
     if high is None:  # {n,}
-        return int(low) + 1, True
-    return int(high), int(high) > int(low)
+        return int(low) + 1, True, False
+    return int(high), int(high) > int(low), int(high) > int(low)
 
 
 def _class_end(body: str, start: int) -> int | str:
