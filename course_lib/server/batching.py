@@ -54,8 +54,18 @@ from llama_cpp._internals import LlamaSampler
 
 from .batch_policy import admissible, neighbour_batches, sequences_for
 from .context import Context, ContextSequence
-from .engine import stalled
-from .generation import DEFAULT_PROMPT_CACHE, MAX_AUTO_PARALLEL, CacheUse, ContextTooLarge
+from .engine import STALL_SECONDS, TOKEN_STALL_SECONDS, stalled
+from .generation import (
+    DEFAULT_PROMPT_CACHE,
+    DEFAULT_TIME_BUDGET,
+    MAX_AUTO_PARALLEL,
+    CacheUse,
+    ContextTooLarge,
+    TimeBudget,
+    TimeBudgetExceeded,
+    check_sampling_time,
+    past_deadline,
+)
 from .model import LoadedModel
 from .prompt_cache import CHUNK, PromptCache, check_can_be_cut
 
@@ -99,10 +109,29 @@ class Job:
     cache_use: CacheUse = field(default_factory=CacheUse)  # filled in once the prompt is prepared
     out: queue.SimpleQueue[bytes | BaseException | None] = field(default_factory=queue.SimpleQueue)
     done: threading.Event = field(default_factory=threading.Event)  # the request wants no more
+    sampling: float = 0.0  # seconds its tokens' sampling has taken so far
 
     @property
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
+
+    @property
+    def deadline(self) -> float | None:
+        return self.settings.get("deadline")
+
+    @property
+    def time_budget(self) -> TimeBudget:
+        return self.settings.get("time_budget") or DEFAULT_TIME_BUDGET
+
+    def over_budget(self, spent: float) -> TimeBudgetExceeded | None:
+        """The error that ends this job after a token whose sampling took ``spent`` seconds, if any:
+        one token too slow, all its tokens too slow, or its deadline passed."""
+        self.sampling += spent
+        try:
+            check_sampling_time(spent, self.sampling, self.time_budget)
+        except TimeBudgetExceeded as error:
+            return error
+        return past_deadline(self.deadline, self.time_budget)
 
 
 @dataclass
@@ -132,6 +161,7 @@ class BatchedDecoder:
         self.n_ctx = n_ctx
         self.cache = PromptCache(prompt_cache)
         self.busy_since: float | None = None  # when the step llama.cpp is in began (None: idle)
+        self.step_allowance = STALL_SECONDS  # how long the current step may take (a prompt, or tokens)
         self.load_duration = 0  # ns the last new context took
         # Requests handed over by sampled_bytes, not yet in a slot. This is no line: the scheduler
         # lets at most ``parallel`` requests in at once; they wait here only for a slot to free up
@@ -150,9 +180,11 @@ class BatchedDecoder:
         return 0  # the decoder thread makes the context between requests (_resize_if_needed)
 
     def healthy(self) -> bool:
-        """Whether the decoder thread still runs and its current step (a prompt, one token for
-        every busy slot) has not taken more than ``STALL_SECONDS`` (the supervisor asks)."""
-        return self.thread.is_alive() and not stalled(self.busy_since)
+        """Whether the decoder thread still runs and its current step has not taken more than its
+        allowance: ``STALL_SECONDS`` for a prompt, ``TOKEN_STALL_SECONDS`` for one token of every
+        busy slot (the supervisor asks). A slow token ends its own request long before
+        (``TimeBudget``); this catches a step that no budget ends."""
+        return self.thread.is_alive() and not stalled(self.busy_since, self.step_allowance)
 
     def facts(self) -> dict[str, Any]:
         return {"exact_rows": self.exact_rows, "rows": self.rows, "parallel": self.parallel}
@@ -206,9 +238,9 @@ class BatchedDecoder:
                     self._resize_if_needed()
                     admitted = self._admit()
                 for slot in admitted:
-                    self.busy_since = time.monotonic()
+                    self.busy_since, self.step_allowance = time.monotonic(), STALL_SECONDS
                     self._start(slot)
-                self.busy_since = time.monotonic()
+                self.busy_since, self.step_allowance = time.monotonic(), TOKEN_STALL_SECONDS
                 self._step()
             except Exception as error:  # a bug here must not leave requests waiting forever
                 self._fail_all(error)
@@ -265,6 +297,10 @@ class BatchedDecoder:
         for job in [job for job in self.incoming if job.cancelled]:
             self.incoming.remove(job)
             job.out.put(None)
+        for job in list(self.incoming):
+            if late := past_deadline(job.deadline, job.time_budget):
+                self.incoming.remove(job)
+                job.out.put(late)
 
     def _forget_if_asked(self) -> None:
         """Forget the saved prompts and every free sequence's tokens (a sequence still serving a
@@ -331,7 +367,7 @@ class BatchedDecoder:
         The tokens are handed to their requests after the last batch of the step: a request's
         thread that wakes up while llama.cpp computes takes a core from it (2 cores here).
         """
-        sampled: list[tuple[Slot, int]] = []
+        sampled: list[tuple[Slot, int, float]] = []
         for group in self._batches():
             try:
                 self.context.decode([(slot.next_token, slot.sequence.n_tokens, slot.sequence.seq)
@@ -343,9 +379,11 @@ class BatchedDecoder:
             for row, slot in enumerate(group):
                 assert slot.sampler is not None
                 slot.sequence.n_tokens += 1
-                sampled.append((slot, slot.sampler.sample(self.context.ctx, row)))
-        for slot, token in sampled:
-            self._hand_out(slot, token)
+                began = time.monotonic()  # a grammar makes this slow: each request pays for its own
+                token = slot.sampler.sample(self.context.ctx, row)
+                sampled.append((slot, token, time.monotonic() - began))
+        for slot, token, spent in sampled:
+            self._hand_out(slot, token, spent)
 
     def _batches(self) -> list[list[Slot]]:
         """The busy slots in batches of at most ``rows`` neighbouring sequences.
@@ -357,10 +395,14 @@ class BatchedDecoder:
         by_seq = {slot.sequence.seq: slot for slot in ready}
         return [[by_seq[seq] for seq in batch] for batch in neighbour_batches(sorted(by_seq), self.rows)]
 
-    def _hand_out(self, slot: Slot, token: int) -> None:
-        """Give the slot's request its next token, or end it (end of turn, budget, request gone)."""
+    def _hand_out(self, slot: Slot, token: int, spent: float = 0.0) -> None:
+        """Give the slot's request its next token, or end it (end of turn, budget, request gone,
+        its time budget spent: then with ``TimeBudgetExceeded``)."""
         job = slot.job
         assert job is not None
+        if over := job.over_budget(spent):
+            self._fail(slot, over)
+            return
         if self.model.ends_turn(token):
             self._end(slot)
             return

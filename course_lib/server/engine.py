@@ -33,6 +33,7 @@ from ..chat_template import Prompt
 from .generation import (  # noqa: F401 (re-exported: the model-free half of a generation)
     DEFAULT_NUM_CTX,
     DEFAULT_PROMPT_CACHE,
+    DEFAULT_TIME_BUDGET,
     DEFAULTS,
     BadFormat,
     CacheUse,
@@ -42,19 +43,26 @@ from .generation import (  # noqa: F401 (re-exported: the model-free half of a g
     PromptTooLong,
     ServedModel,
     StopScanner,
+    TimeBudget,
+    TimeBudgetExceeded,
     TokenText,
+    check_sampling_time,
     generated_text,
+    past_deadline,
 )
 from .wire import Format, Options
 
 STALL_SECONDS = 300.0  # one step of llama.cpp that takes longer is stuck (a 32k-token prompt takes about 2 minutes)
+TOKEN_STALL_SECONDS = 30.0  # one token step (every busy slot's next token) that takes longer is stuck
 
 
-def stalled(busy_since: float | None) -> bool:
+def stalled(busy_since: float | None, allowance: float = STALL_SECONDS) -> bool:
     """Whether a step of llama.cpp that began at ``busy_since`` (``time.monotonic()``; None: no
-    step runs) has taken more than ``STALL_SECONDS``. A grammar can make every token cost minutes;
-    the supervisor's liveness check asks ``healthy()`` and restarts a stalled model."""
-    return busy_since is not None and time.monotonic() - busy_since >= STALL_SECONDS
+    step runs) has taken more than ``allowance`` seconds: ``STALL_SECONDS`` for a prompt,
+    ``TOKEN_STALL_SECONDS`` for a step that only chooses tokens. A grammar can make a token cost
+    minutes; a request's own time budget (``TimeBudget``) stops it first, and this is the last
+    line: the supervisor's liveness check asks ``healthy()`` and restarts a stalled model."""
+    return busy_since is not None and time.monotonic() - busy_since >= allowance
 
 
 class Model(Protocol):
@@ -133,12 +141,14 @@ class Engine:
     """A ``model`` generating through a ``decoder``: what the server serves (a ``ServedModel``).
 
     ``n_ctx`` is the context a request without ``options.num_ctx`` gets; a request may ask for
-    up to ``max_n_ctx`` (default: the model's own length).
+    up to ``max_n_ctx`` (default: the model's own length). ``time_budget`` bounds what one
+    request may take of the decoder (``TimeBudget``).
     """
 
     def __init__(self, model: Model, decoder: Decoder, n_ctx: int = DEFAULT_NUM_CTX,
-                 max_n_ctx: int | None = None) -> None:
+                 max_n_ctx: int | None = None, time_budget: TimeBudget = DEFAULT_TIME_BUDGET) -> None:
         self.model, self.decoder = model, decoder
+        self.time_budget = time_budget
         self.name, self.path, self.metadata, self.template = model.name, model.path, model.metadata, model.template
         self.parallel = decoder.parallel  # generations served at once
         self.default_n_ctx = n_ctx
@@ -186,11 +196,15 @@ class Engine:
         """Yield the new text piece by piece; the last item is the ``GenerationStats``.
 
         Stops at the model's end-of-turn token, a ``stop`` string (not included in the
-        text), ``num_predict`` tokens, a full context window, or when ``cancel`` is set.
+        text), ``num_predict`` tokens, a full context window, or when ``cancel`` is set; raises
+        ``TimeBudgetExceeded`` past the request's time budget (the decoder checks the time each
+        token's sampling takes, and the deadline, between tokens).
         The decoder's part is ``sampled_bytes`` (tokens, as bytes); turning those into text
         is ``generated_text``, which needs no model and is tested without one.
         """
         settings = {**DEFAULTS, **(options.model_dump(exclude_none=True) if options else {})}
+        deadline = time.monotonic() + self.time_budget.request
+        settings["deadline"], settings["time_budget"] = deadline, self.time_budget  # read by the decoder
         if isinstance(prompt, Prompt) and not prompt.calls_allowed:  # tool_choice "none": tools shown, no call
             settings["banned_tokens"] = self.model.call_opening_tokens()
         n_ctx = self.wanted_context(settings.get("num_ctx"))
@@ -205,7 +219,8 @@ class Engine:
         grammar = self.model.grammar_for(format)  # a bad schema is a 400 before any work
         cache_use = CacheUse()  # the decoder fills it in
         sampled = self.decoder.sampled_bytes(tokens, settings, grammar, n_ctx, budget, cancel, cache_use)
-        ending = yield from generated_text(sampled, settings.get("stop") or [], budget, cancel)
+        ending = yield from generated_text(sampled, settings.get("stop") or [], budget, cancel, deadline,
+                                           self.time_budget)
         finished = time.perf_counter_ns()
         first_token_at = ending.first_token_at or finished
         yield GenerationStats(ending.done_reason, len(tokens), first_token_at - started, ending.eval_count,
@@ -239,19 +254,20 @@ class Engine:
 
 def one_at_a_time_engine(name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
                          reset_each_request: bool = False, max_n_ctx: int | None = None,
-                         repack: bool = True) -> Engine:
+                         repack: bool = True, time_budget: TimeBudget = DEFAULT_TIME_BUDGET) -> Engine:
     """The model served one request at a time, reusing the previous prompt's prefix
     (``reset_each_request``: none; ``--reset-cache``). Loads llama.cpp."""
     from .model import LoadedModel
     from .one_at_a_time import OneAtATimeDecoder
 
     model = LoadedModel(name, path, n_threads=n_threads, repack=repack)
-    return Engine(model, OneAtATimeDecoder(model, n_ctx, reset_each_request), n_ctx, max_n_ctx)
+    return Engine(model, OneAtATimeDecoder(model, n_ctx, reset_each_request), n_ctx, max_n_ctx, time_budget)
 
 
 def batched_engine(name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_threads: int | None = None,
                    max_n_ctx: int | None = None, prompt_cache: int = DEFAULT_PROMPT_CACHE,
-                   parallel: int | None = None, batch_rows: int | None = None, repack: bool = True) -> Engine:
+                   parallel: int | None = None, batch_rows: int | None = None, repack: bool = True,
+                   time_budget: TimeBudget = DEFAULT_TIME_BUDGET) -> Engine:
     """The model served to up to ``parallel`` requests at once, their tokens decoded together, with
     a prompt cache of ``prompt_cache`` prefixes (``batching.py``; what the server runs by default).
     Loads llama.cpp."""
@@ -261,4 +277,4 @@ def batched_engine(name: str, path: Path, n_ctx: int = DEFAULT_NUM_CTX, n_thread
     model = LoadedModel(name, path, n_threads=n_threads, repack=repack)
     decoder = BatchedDecoder(model, n_ctx, largest_context(model, n_ctx, max_n_ctx), prompt_cache=prompt_cache,
                              parallel=parallel, batch_rows=batch_rows)
-    return Engine(model, decoder, n_ctx, max_n_ctx)
+    return Engine(model, decoder, n_ctx, max_n_ctx, time_budget)

@@ -27,6 +27,52 @@ DEFAULT_PROMPT_CACHE = 8  # prefixes the batched decoder keeps (``--prompt-cache
 MAX_AUTO_PARALLEL = 4  # slots when none are asked for: at most Ollama's usual OLLAMA_NUM_PARALLEL
 
 
+@dataclass(frozen=True)
+class TimeBudget:
+    """How much time one request may take of the decoder every request shares.
+
+    ``request``: seconds from the start of its generation to its last token (a deadline the
+    engine checks between tokens). ``token``: seconds the sampling of one token may take (a
+    grammar is what makes it slow; without one it takes milliseconds). ``sampling``: seconds its
+    tokens' sampling may take in all. A request past any of them ends with ``TimeBudgetExceeded``:
+    a 400 in its API's format, or a last error line when its stream had begun. The other
+    requests are then delayed by at most one token's budget per step, and one request's budget
+    in all.
+    """
+
+    request: float = 120.0
+    token: float = 2.0
+    sampling: float = 20.0
+
+
+DEFAULT_TIME_BUDGET = TimeBudget()
+
+
+class TimeBudgetExceeded(ValueError):
+    """A request used up its ``TimeBudget``: it was ended so that the others can go on."""
+
+
+def check_sampling_time(spent: float, total: float, budget: TimeBudget) -> None:
+    """Raise ``TimeBudgetExceeded`` if one token's sampling took ``spent`` seconds and more than the
+    budget allows, or the request's sampling has taken ``total`` seconds in all and more than that."""
+    if spent > budget.token:
+        raise TimeBudgetExceeded(f"choosing one token took {spent:.1f} s, more than this server's {budget.token:g} s "
+                                 "per token: the format's grammar is too costly; use a simpler schema or pattern "
+                                 "and validate the reply afterwards")
+    if total > budget.sampling:
+        raise TimeBudgetExceeded(f"choosing this request's tokens took {total:.1f} s, more than this server's "
+                                 f"{budget.sampling:g} s per request: the format's grammar is too costly; use a "
+                                 "simpler schema or pattern and validate the reply afterwards")
+
+
+def past_deadline(deadline: float | None, budget: TimeBudget) -> TimeBudgetExceeded | None:
+    """The error for a request whose ``deadline`` (``time.monotonic()``) has passed, else None."""
+    if deadline is None or time.monotonic() <= deadline:
+        return None
+    return TimeBudgetExceeded(f"this request ran for more than this server's {budget.request:g} s per request "
+                              "and was stopped; ask for fewer tokens (num_predict, max_tokens) or split the work")
+
+
 class PromptTooLong(ValueError):
     """The prompt does not fit the context window (``num_ctx``)."""
 
@@ -103,12 +149,14 @@ class Ending:
 
 
 def generated_text(token_bytes: Iterable[bytes], stops: Sequence[str], budget: int,
-                   cancel: threading.Event | None = None) -> Generator[str, None, Ending]:
+                   cancel: threading.Event | None = None, deadline: float | None = None,
+                   time_budget: TimeBudget = DEFAULT_TIME_BUDGET) -> Generator[str, None, Ending]:
     """Turn a model's tokens (their bytes) into the pieces of text to send; return the ``Ending``.
 
     The loop of a generation, without the model: ``token_bytes`` ends when the model ends
     its turn, and each token is checked for the other ways out, in this order: the request
-    was cancelled, a stop string is complete, ``budget`` tokens are spent (``"length"``).
+    was cancelled, a stop string is complete, ``budget`` tokens are spent (``"length"``); and
+    past its ``deadline`` (``time.monotonic()``) it raises ``TimeBudgetExceeded``.
     Use it with ``ending = yield from generated_text(...)``: the pieces go on to your caller,
     the ``Ending`` comes back to you.
     """
@@ -118,6 +166,8 @@ def generated_text(token_bytes: Iterable[bytes], stops: Sequence[str], budget: i
         first_token_at = first_token_at or time.perf_counter_ns()
         if cancel is not None and cancel.is_set():
             break
+        if late := past_deadline(deadline, time_budget):
+            raise late
         count += 1
         if piece := text.feed(data):
             yield piece

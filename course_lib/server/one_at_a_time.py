@@ -30,8 +30,8 @@ from typing import Any
 from llama_cpp import LlamaGrammar
 
 from .context import Context
-from .engine import stalled
-from .generation import CacheUse, ContextTooLarge
+from .engine import STALL_SECONDS, TOKEN_STALL_SECONDS, stalled
+from .generation import DEFAULT_TIME_BUDGET, CacheUse, ContextTooLarge, check_sampling_time
 from .model import N_BATCH, LoadedModel
 from .prompt_cache import shared_prefix
 
@@ -48,6 +48,7 @@ class OneAtATimeDecoder:
         self.held: list[int] = []  # the tokens in the sequence's cache, in order
         self.logits_fresh = False  # whether the context's last logits are those after ``held``
         self.busy_since: float | None = None
+        self.step_allowance = STALL_SECONDS  # how long the current step may take (a prompt, or a token)
 
     @property
     def n_ctx(self) -> int:
@@ -80,7 +81,9 @@ class OneAtATimeDecoder:
         if self.reset_each_request:
             self.forget_cache()
         sampler = self.model.sampler(settings, grammar)
-        self.busy_since = time.monotonic()
+        time_budget = settings.get("time_budget") or DEFAULT_TIME_BUDGET
+        sampling = 0.0  # seconds the tokens' sampling has taken: the grammar's cost (engine.TimeBudget)
+        self.busy_since, self.step_allowance = time.monotonic(), STALL_SECONDS
         try:
             pending = self._reuse_prefix(tokens)
             if cache_use is not None:
@@ -88,12 +91,16 @@ class OneAtATimeDecoder:
                 cache_use.written = 0 if self.reset_each_request else len(pending)
             while True:
                 self._evaluate(pending)
+                began = time.monotonic()
                 token = sampler.sample(self.context.ctx, -1)  # after the last evaluated token
+                spent = time.monotonic() - began
+                sampling += spent
+                check_sampling_time(spent, sampling, time_budget)  # the deadline: Engine.generate's loop
                 if self.model.ends_turn(token):
                     return
                 self.busy_since = None  # the token is out; the caller decides whether to ask for another
                 yield self.model.token_bytes(token)
-                self.busy_since = time.monotonic()
+                self.busy_since, self.step_allowance = time.monotonic(), TOKEN_STALL_SECONDS
                 pending = [token]
         finally:
             self.busy_since = None
@@ -133,8 +140,9 @@ class OneAtATimeDecoder:
         self.held, self.logits_fresh = [], False
 
     def healthy(self) -> bool:
-        """Whether no step (a prompt, a token) has taken more than ``STALL_SECONDS``."""
-        return not stalled(self.busy_since)
+        """Whether no step has taken more than its allowance (``STALL_SECONDS`` with a prompt to
+        evaluate, ``TOKEN_STALL_SECONDS`` for one token)."""
+        return not stalled(self.busy_since, self.step_allowance)
 
     def facts(self) -> dict[str, Any]:
         return {}
