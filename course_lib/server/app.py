@@ -40,6 +40,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import logging
 import os
 import secrets
 import signal
@@ -47,7 +48,7 @@ import string
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -66,6 +67,7 @@ from ..messages import describe_errors
 from ..models import REGISTRY, resolve_model
 from ..tool_parser import parse_tool_calls, possible_call_start
 from . import dialects, supervisor
+from .connections import MAX_CONNECTIONS, uvicorn_limits
 from .generation import (
     DEFAULT_PROMPT_CACHE,
     MAX_AUTO_PARALLEL,
@@ -74,14 +76,22 @@ from .generation import (
     GenerationStats,
     PromptTooLong,
     ServedModel,
+    TimeBudget,
+    TimeBudgetExceeded,
 )
 from .guard import ApiError, OriginAndHostGuard, check_content_type, is_loopback, parse_json_object, read_limited
-from .scheduler import QueueFull, Scheduler
+from .scheduler import LOCAL, QueueFull, Scheduler
 from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
 from .supervisor import ModelRestarted, SupervisedEngine
 from .wire import ChatRequest, GenerateRequest, ShowRequest
 
 Body = TypeVar("Body", bound=BaseModel)
+Result = TypeVar("Result")
+log = logging.getLogger("course_lib.server")
+PARSE_THREADS = 2  # bodies parsed, validated and rendered at once, each on a thread of its own
+# Errors a request's own content or size caused (a 400 that says what to change, in the API's format).
+REQUEST_ERRORS = (PromptTooLong, BadFormat, ContextTooLarge, TimeBudgetExceeded)
+INTERNAL_ERROR = "internal error: the server could not complete this request (its log says why)"
 
 
 def now_rfc3339() -> str:
@@ -94,6 +104,29 @@ def new_call_id() -> str:
 
 class ClientGone(Exception):
     """The client closed the connection before its answer was ready."""
+
+
+def public_error(error: BaseException) -> tuple[str, int]:
+    """What a client may read of an error that ended its request, and the status it gets: the
+    message of an error the request caused (``REQUEST_ERRORS``, ``ApiError``) or the server must
+    retry (``ModelRestarted``); for anything else a generic message, the details in the log
+    (an exception's text can hold paths, addresses or a prompt's pieces)."""
+    if isinstance(error, ApiError):
+        return error.message, error.status
+    if isinstance(error, REQUEST_ERRORS):
+        return str(error), 400
+    if isinstance(error, ModelRestarted):
+        return str(error), 503
+    log.error("request failed", exc_info=error)
+    return INTERNAL_ERROR, 500
+
+
+async def off_loop(request: Request, work: Callable[..., Result], *arguments: Any) -> Result:
+    """Run ``work`` on a thread, at most ``PARSE_THREADS`` at once (the others wait their turn
+    without holding the loop): parsing, validating and rendering a body never run on the event
+    loop, which must stay free to accept connections and pass on every stream's tokens."""
+    async with request.app.state.parsing:
+        return await asyncio.to_thread(work, *arguments)
 
 
 def error_body(path: str, message: str, status: int) -> dict[str, Any]:
@@ -123,6 +156,8 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
 
     app = FastAPI(title="course_lib embedded Ollama-compatible server", lifespan=lifespan)
     app.state.scheduler = scheduler
+    app.state.parsing = asyncio.Semaphore(PARSE_THREADS)
+    app.state.serves_a_room = not is_loopback(bound_host)  # only then are clients told apart (client_name)
     app.add_middleware(OriginAndHostGuard, bound_host=bound_host, error_body=error_body,
                        extra_origins=allowed_origins, api_key=api_key)
 
@@ -139,14 +174,12 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
         message = str(error.detail).lower()
         return JSONResponse(error_body(request.url.path, message, error.status_code), status_code=error.status_code)
 
-    @app.exception_handler(ModelRestarted)
-    async def model_restarted(request: Request, error: ModelRestarted) -> JSONResponse:
-        return JSONResponse(error_body(request.url.path, str(error), 503), status_code=503)
+    async def ended_by_error(request: Request, error: Exception) -> JSONResponse:
+        message, status = public_error(error)  # never an exception's own text unless it is the client's
+        return JSONResponse(error_body(request.url.path, message, status), status_code=status)
 
-    @app.exception_handler(Exception)
-    async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
-        message = f"internal error: {type(error).__name__}: {error}"
-        return JSONResponse(error_body(request.url.path, message, 500), status_code=500)
+    for kind in (ModelRestarted, *REQUEST_ERRORS, Exception):  # a time budget spent mid-answer, say
+        app.add_exception_handler(kind, ended_by_error)
 
     @app.get("/")
     @app.head("/")
@@ -175,7 +208,7 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
         if not body.messages:  # Ollama: an empty chat loads the model, or with keep_alive 0 unloads it
             reason = await load_or_unload(scheduler, body.keep_alive)
             return JSONResponse(loaded_response(engine, {"message": {"role": "assistant", "content": ""}}, reason))
-        events = await unless_client_leaves(request, start_chat(engine, scheduler, body))
+        events = await unless_client_leaves(request, start_chat(engine, scheduler, body, request))
         return await respond(request, engine, events, body.stream, started, "message")
 
     @app.post("/api/generate")
@@ -190,8 +223,9 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
             prompt: str | Prompt = body.prompt  # the caller's own template: its markers are markers
         else:
             system = [{"role": "system", "content": body.system}] if body.system else []
-            prompt = render_or_400(engine, [*system, {"role": "user", "content": body.prompt}], None)
-        pieces = await unless_client_leaves(request, start_generation(scheduler, prompt, body))
+            prompt = await off_loop(request, render_or_400, engine,
+                                    [*system, {"role": "user", "content": body.prompt}], None)
+        pieces = await unless_client_leaves(request, start_generation(scheduler, prompt, body, request))
         events = chat_events(pieces, set())
         return await respond(request, engine, events, body.stream, started, "response")
 
@@ -219,11 +253,14 @@ async def dialect_chat(engine: ServedModel, scheduler: Scheduler, request: Reque
     """A chat in another API's dialect: translate the body to Ollama's, generate as ``/api/chat``
     does, and answer in the dialect (``whole`` for one JSON object, ``stream`` for server-sent
     events). Errors use the dialect's own error format."""
-    try:
-        translated = translate(await read_json(request))
+    def parse(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
+        translated = translate(parse_json_object(raw))
         check_model(engine, translated["model"])
-        body = ChatRequest.model_validate(translated)
-        events = await unless_client_leaves(request, start_chat(engine, scheduler, body,
+        return translated, ChatRequest.model_validate(translated)
+
+    try:
+        translated, body = await off_loop(request, parse, await read_bytes(request))
+        events = await unless_client_leaves(request, start_chat(engine, scheduler, body, request,
                                                                 translated.get("calls_allowed", True)))
     except dialects.DialectError as problem:
         return JSONResponse(error(str(problem), problem.status), status_code=problem.status)
@@ -232,7 +269,11 @@ async def dialect_chat(engine: ServedModel, scheduler: Scheduler, request: Reque
     except ApiError as problem:
         return JSONResponse(error(problem.message, problem.status), status_code=problem.status)
     if not body.stream:
-        return JSONResponse(whole(engine.name, *await unless_client_leaves(request, collect(events))))
+        try:
+            return JSONResponse(whole(engine.name, *await unless_client_leaves(request, collect(events))))
+        except (ApiError, ModelRestarted, *REQUEST_ERRORS) as problem:  # a time budget spent, say
+            message, status = public_error(problem)
+            return JSONResponse(error(message, status), status_code=status)
 
     async def sse() -> AsyncIterator[bytes]:
         try:
@@ -241,15 +282,17 @@ async def dialect_chat(engine: ServedModel, scheduler: Scheduler, request: Reque
                 payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
                 yield f"{head}data: {payload}\n\n".encode()
         except Exception as problem:  # headers are sent: the error becomes the last event
-            yield f"event: error\ndata: {json.dumps(error(str(problem), 500))}\n\n".encode()
+            message, status = public_error(problem)
+            yield f"event: error\ndata: {json.dumps(error(message, status))}\n\n".encode()
 
     return StreamingResponse(sse(), media_type="text/event-stream")
 
 
-async def read_json(request: Request) -> dict[str, Any]:
-    """The body as a JSON object, or a 4xx that says what is wrong (``server_guard``)."""
+async def read_bytes(request: Request) -> bytes:
+    """The body's bytes, once it says it is JSON, within its size and time (``guard.read_limited``);
+    reading only waits for the network, so it stays on the loop."""
     check_content_type(request.headers.get("content-type"))
-    return parse_json_object(await read_limited(request.stream()))
+    return await read_limited(request.stream())
 
 
 async def unless_client_leaves(request: Request, work: Awaitable[Any]) -> Any:
@@ -268,10 +311,14 @@ async def unless_client_leaves(request: Request, work: Awaitable[Any]) -> Any:
 
 
 async def read_body(request: Request, model: type[Body]) -> Body:
-    """Parse and validate a JSON body, or raise a 400 that says what is wrong."""
-    data = await read_json(request)
+    """Parse and validate a JSON body off the loop (``off_loop``), or raise a 4xx that says what is wrong."""
+    return await off_loop(request, validated, await read_bytes(request), model)
+
+
+def validated(raw: bytes, model: type[Body]) -> Body:
+    """A body parsed (``guard.parse_json_object``) and validated against ``model``, or ``ApiError(400)``."""
     try:
-        return model.model_validate(data)
+        return model.model_validate(parse_json_object(raw))
     except ValidationError as error:
         raise ApiError(400, describe_errors(error, whole="body")) from None
 
@@ -290,26 +337,37 @@ def render_or_400(engine: ServedModel, messages: list[dict[str, Any]], tools: li
         raise ApiError(400, f"the chat template refused these messages: {error}") from None
 
 
+def client_name(request: Request) -> str:
+    """Whose request this is, for the scheduler's fairness: its address, or ``LOCAL`` (this machine;
+    every request to a server that listens on loopback only)."""
+    host = request.client.host if request.client else ""
+    return host if request.app.state.serves_a_room and host and not is_loopback(host) else LOCAL
+
+
 async def start_generation(scheduler: Scheduler, prompt: str | Prompt,
-                           body: ChatRequest | GenerateRequest) -> AsyncIterator[str | GenerationStats]:
+                           body: ChatRequest | GenerateRequest, request: Request
+                           ) -> AsyncIterator[str | GenerationStats]:
     """Queue the generation and wait for its first piece, so that errors found before any
     text exists (queue full, prompt too long, a schema llama.cpp cannot compile) still get
     a proper status code instead of a half-sent stream."""
+    client = client_name(request)
     try:
-        scheduler.admit()
+        scheduler.admit(client)
     except QueueFull as error:
         raise ApiError(503, str(error)) from None
-    pieces = scheduler.generate(prompt, body.options, body.format)
+    pieces = scheduler.generate(prompt, body.options, body.format, client)
     try:
         first = await anext(pieces)
-    except (PromptTooLong, BadFormat, ContextTooLarge) as error:
+    except REQUEST_ERRORS as error:
         raise ApiError(400, str(error)) from None
     except ValueError as error:  # llama-cpp-python's word for input it cannot take
         raise ApiError(400, f"could not start generation: {error}") from None
     except ModelRestarted as error:  # the model's process died (supervisor.py): try again in a moment
         raise ApiError(503, str(error)) from None
     except RuntimeError as error:  # llama.cpp itself failed (llama_decode, a saved state): ours, not the caller's
-        raise ApiError(500, f"the model failed before its first token: {error}") from None
+        log.error("the model failed before its first token", exc_info=error)
+        raise ApiError(500, "internal error: the model failed before its first token (the server's log says why)") \
+            from None
 
     async def replay() -> AsyncIterator[str | GenerationStats]:
         yield first
@@ -319,6 +377,11 @@ async def start_generation(scheduler: Scheduler, prompt: str | Prompt,
     return replay()
 
 
+def render_body(engine: ServedModel, body: ChatRequest) -> Prompt:
+    """The prompt of a validated chat request (``render_or_400``), made on a thread (``off_loop``)."""
+    return render_or_400(engine, *template_inputs(body))
+
+
 def template_inputs(body: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """The messages and tools of a validated chat request, as the chat template receives them."""
     messages = [message.model_dump(exclude_none=True) for message in body.messages]
@@ -326,19 +389,18 @@ def template_inputs(body: ChatRequest) -> tuple[list[dict[str, Any]], list[dict[
     return messages, tools
 
 
-async def start_chat(engine: ServedModel, scheduler: Scheduler, body: ChatRequest,
+async def start_chat(engine: ServedModel, scheduler: Scheduler, body: ChatRequest, request: Request,
                      calls_allowed: bool = True) -> AsyncIterator[dict[str, Any] | GenerationStats]:
     """Render a validated chat request, start generating, and return its message events.
 
     ``calls_allowed`` False (``tool_choice: "none"`` in the OpenAI and Anthropic dialects):
     the tools stay in the prompt, the engine forbids the token that opens a call, and no call
     is read out of the reply: it is all content."""
-    messages, tools = template_inputs(body)
-    prompt = render_or_400(engine, messages, tools)
+    prompt = await off_loop(request, render_body, engine, body)
     if not calls_allowed:
         prompt = dataclasses.replace(prompt, calls_allowed=False)
-    pieces = await start_generation(scheduler, prompt, body)
-    return chat_events(pieces, {tool["function"]["name"] for tool in tools or []} if calls_allowed else set())
+    pieces = await start_generation(scheduler, prompt, body, request)
+    return chat_events(pieces, {tool.function.name for tool in body.tools or []} if calls_allowed else set())
 
 
 async def collect(events: AsyncIterator[dict[str, Any] | GenerationStats]
@@ -395,7 +457,7 @@ async def respond(request: Request, engine: ServedModel, events: AsyncIterator[d
                 "prompt_eval_duration": stats.prompt_eval_duration,
                 "eval_count": stats.eval_count, "eval_duration": stats.eval_duration}
 
-    if not stream:
+    if not stream:  # an error while collecting (a time budget spent) reaches the app's handler: a 4xx
         content, calls, stats = await unless_client_leaves(request, collect(events))
         return JSONResponse(final(stats, {"content": content, **({"tool_calls": calls} if calls else {})}))
 
@@ -405,7 +467,7 @@ async def respond(request: Request, engine: ServedModel, events: AsyncIterator[d
                 data = final(event, {"content": ""}) if isinstance(event, GenerationStats) else line(event)
                 yield json.dumps(data, separators=(",", ":")).encode() + b"\n"
         except Exception as error:  # headers are sent: the error becomes the last line
-            yield json.dumps({"error": str(error)}).encode() + b"\n"
+            yield json.dumps({"error": public_error(error)[0]}).encode() + b"\n"
 
     return StreamingResponse(ndjson(), media_type="application/x-ndjson")
 
@@ -528,7 +590,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "(which differ slightly from the repacked weights' answers)")
     parser.add_argument("--num-ctx", type=int, default=4096, help="context window at start-up")
     parser.add_argument("--max-num-ctx", type=int, default=None,
-                        help="largest options.num_ctx a request may ask for (default: the model's own length)")
+                        help="largest options.num_ctx a request may ask for (default: --num-ctx, so a larger one "
+                             "is refused: a context larger than the default holds fewer sequences, and every "
+                             "other request waits while it is made; up to the model's own length)")
+    parser.add_argument("--request-seconds", type=float, default=TimeBudget.request, metavar="S",
+                        help="time budget of one request's generation, checked between tokens (default "
+                             f"{TimeBudget.request:g}); one token's sampling may take {TimeBudget.token:g} s "
+                             f"and all of a request's {TimeBudget.sampling:g} s")
+    parser.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",
+                        help=f"connections and requests at once, beyond which a request gets 503 (default "
+                             f"{MAX_CONNECTIONS}; uvicorn's limit_concurrency)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--prompt-cache", type=int, default=DEFAULT_PROMPT_CACHE, metavar="N",
                         help="keep the states of the last N prompts and reuse the longest shared prefix, in "
@@ -553,6 +624,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.prompt_cache = 0
     if args.prompt_cache == 0:
         args.parallel = 1  # llama-cpp-python's own cache serves one request at a time
+    if args.max_num_ctx is None:
+        args.max_num_ctx = args.num_ctx  # a larger num_ctx is refused unless the server is told otherwise
+    if not args.request_seconds > 0 or args.max_connections < 1:
+        parser.error("--request-seconds and --max-connections take a positive number")
     return args
 
 
@@ -562,13 +637,14 @@ def load_engine(name: str, path: Path, args: argparse.Namespace) -> ServedModel:
     own process (``supervisor.py``), so llama.cpp is imported there, not in the server's."""
     from .engine import batched_engine, one_at_a_time_engine
 
+    budget = TimeBudget(request=getattr(args, "request_seconds", TimeBudget.request))
     if args.prompt_cache:
         return batched_engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads, max_n_ctx=args.max_num_ctx,
                               prompt_cache=args.prompt_cache, parallel=args.parallel, batch_rows=args.batch_rows,
-                              repack=not args.no_repack)
+                              repack=not args.no_repack, time_budget=budget)
     return one_at_a_time_engine(name, path, n_ctx=args.num_ctx, n_threads=args.threads,
                                 reset_each_request=args.reset_cache, max_n_ctx=args.max_num_ctx,
-                                repack=not args.no_repack)
+                                repack=not args.no_repack, time_budget=budget)
 
 
 def describe_engine(info: dict[str, Any]) -> str:
@@ -598,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
           file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host, api_key=args.api_key),
-                            host=args.host, port=args.port,
+                            host=args.host, port=args.port, **uvicorn_limits(args.max_connections),
                             log_level=config.server_log_level(), timeout_graceful_shutdown=2)
     # uvicorn catches SIGINT/SIGTERM, finishes shutting down, then raises the signal again
     # for the handler that was there before: ours, which makes that a normal exit.

@@ -10,7 +10,8 @@ host name point at ``127.0.0.1`` (DNS rebinding) to read the answers. So, as Oll
   (comma-separated, ``*`` as a wildcard, like ``OLLAMA_ORIGINS``);
 - a request whose ``Host`` is not a loopback name is refused while the server listens on
   loopback (a rebound name such as ``attacker.example`` gives itself away there);
-- a body must be declared as JSON, be UTF-8, fit in ``MAX_BODY_BYTES``, nest at most
+- a body must be declared as JSON, arrive within ``BODY_SECONDS``, be UTF-8, fit in
+  ``MAX_BODY_BYTES``, hold at most ``MAX_JSON_CONTAINERS`` lists and objects, nest at most
   ``MAX_JSON_DEPTH`` levels, and hold only finite numbers and well-formed text.
 
 Each refusal is a 4xx with a message that says what to change, in the error format of the
@@ -19,6 +20,7 @@ API the path belongs to.
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import ipaddress
 import json
@@ -29,7 +31,7 @@ from urllib.parse import urlsplit
 
 from .. import config
 from ..dialects.json_text import read_json
-from .wire import MAX_BODY_BYTES, MAX_JSON_DEPTH
+from .wire import BODY_SECONDS, MAX_BODY_BYTES, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH
 
 APP_SCHEMES = ("app", "file", "tauri", "vscode-webview", "vscode-file")  # Ollama allows these too
 
@@ -94,19 +96,45 @@ def check_content_type(content_type: str | None) -> None:
                               "(curl: add -H 'Content-Type: application/json')")
 
 
-async def read_limited(chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES) -> bytes:
-    """The whole body, or ``ApiError(413)`` as soon as it grows past ``limit`` bytes."""
+async def read_limited(chunks: AsyncIterator[bytes], limit: int = MAX_BODY_BYTES,
+                       seconds: float | None = None) -> bytes:
+    """The whole body, or ``ApiError(413)`` as soon as it grows past ``limit`` bytes, or
+    ``ApiError(408)`` if it has not all arrived within ``seconds`` (default ``BODY_SECONDS``: a
+    client that trickles its body a byte at a time would otherwise hold its connection, and the
+    memory, for ever)."""
+    seconds = BODY_SECONDS if seconds is None else seconds
     body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, f"the request body is larger than {limit // (1024 * 1024)} MiB")
+
+    async def read() -> None:
+        async for chunk in chunks:
+            body.extend(chunk)
+            if len(body) > limit:
+                raise ApiError(413, f"the request body is larger than {limit // (1024 * 1024)} MiB")
+
+    try:
+        await asyncio.wait_for(read(), seconds)
+    except asyncio.TimeoutError:
+        raise ApiError(408, f"the request body did not arrive within {seconds:g} s") from None
     return bytes(body)
 
 
+def count_containers(body: bytes, limit: int = MAX_JSON_CONTAINERS) -> None:
+    """Refuse a body that could hold more than ``limit`` lists and objects, before parsing it.
+
+    Parsing is one call into C that holds Python's lock for as long as it runs, whatever thread
+    it runs on: a 4 MiB body of empty lists took about a second, in which nothing else of the
+    server ran. Counting brackets and braces takes a millisecond; those inside strings count
+    too, so the count is an upper bound."""
+    containers = body.count(b"[") + body.count(b"{")
+    if containers > limit:
+        raise ApiError(400, f"invalid JSON body: it may hold at most {limit:,} lists and objects "
+                            f"(counting every [ and {{, {containers:,} here)")
+
+
 def parse_json_object(body: bytes) -> dict[str, Any]:
-    """Decode a UTF-8 JSON object, refusing what would hurt later: other encodings,
-    ``NaN``/``Infinity`` and numbers that overflow, deep nesting, lone surrogates."""
+    """Decode a UTF-8 JSON object, refusing what would hurt later: other encodings, too many
+    lists and objects, ``NaN``/``Infinity`` and numbers that overflow, deep nesting, lone surrogates."""
+    count_containers(body)
     data = parse_json(body)
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")

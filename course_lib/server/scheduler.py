@@ -9,6 +9,13 @@ them together. Requests that arrive while every slot is busy wait their turn her
 rather than piling up. Nothing below this decides that: the decoders, and the model's own
 process (``supervisor.py``), take what they are handed.
 
+The line is fair between clients (``FairSlots``): when a slot frees up, it goes to the waiting
+request whose client (its address) has the fewest generations running, the earliest first among
+those; and a client that is not on this machine may hold at most ``per_client`` places, running
+or waiting (a ``503`` beyond that). So one learner of a room who sends many requests, or slow
+ones, delays the others by at most one generation's time budget per slot it holds
+(``generation.TimeBudget``), not by their whole line.
+
 Forgetting the cache (``keep_alive: 0``) takes a place in line too, and then every slot, so it
 runs when no generation does.
 
@@ -20,7 +27,9 @@ next request.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,30 +44,88 @@ class QueueFull(RuntimeError):
     """Too many requests are already waiting for the model."""
 
 
+LOCAL = ""  # the client name of requests from this machine (and of forgetting the cache)
+
+
+class FairSlots:
+    """``slots`` places to generate in, given out fairly between clients: to the waiting request
+    whose client has the fewest places now, the earliest first among those."""
+
+    def __init__(self, slots: int) -> None:
+        self.free = slots
+        self.running: Counter[str] = Counter()
+        self._waiting: list[tuple[int, str]] = []  # (ticket, client), in order of arrival
+        self._tickets = itertools.count()
+        self._changed = threading.Condition()
+
+    def acquire(self, client: str, cancel: threading.Event | None = None) -> bool:
+        """Wait for a place; False if ``cancel`` was set first (the client left)."""
+        with self._changed:
+            ticket = (next(self._tickets), client)
+            self._waiting.append(ticket)
+            try:
+                while True:
+                    if cancel is not None and cancel.is_set():
+                        return False
+                    if self.free > 0 and self._next() == ticket:
+                        break
+                    self._changed.wait(timeout=0.25)
+                self.free -= 1
+                self.running[client] += 1
+                return True
+            finally:
+                self._waiting.remove(ticket)
+                self._changed.notify_all()
+
+    def release(self, client: str) -> None:
+        with self._changed:
+            self.free += 1
+            self.running[client] -= 1
+            if self.running[client] <= 0:
+                del self.running[client]
+            self._changed.notify_all()
+
+    def _next(self) -> tuple[int, str]:
+        return min(self._waiting, key=lambda ticket: (self.running[ticket[1]], ticket[0]))
+
+
 class Scheduler:
-    def __init__(self, engine: ServedModel, max_queue: int = 8) -> None:
+    """The line in front of the engine's slots. ``per_client``: the places (running or waiting) one
+    client that is not on this machine may hold (default: a quarter of all places, at least 4)."""
+
+    def __init__(self, engine: ServedModel, max_queue: int = 8, per_client: int | None = None) -> None:
         self.engine = engine
         self.max_queue = max_queue
         self.parallel = engine.parallel
-        self._slots = threading.Semaphore(self.parallel)
+        self.per_client = per_client or max(4, (self.parallel + max_queue) // 4)
+        self._slots = FairSlots(self.parallel)
         self._all_slots = threading.Lock()  # held while taking every slot (forget_cache)
         self._count_lock = threading.Lock()
         self._admitted = 0  # running plus waiting
+        self._by_client: Counter[str] = Counter()
         self._cancels: set[threading.Event] = set()
 
-    def admit(self) -> None:
-        """Take a place in line, or raise ``QueueFull``. Pair with ``generate()``."""
+    def admit(self, client: str = LOCAL) -> None:
+        """Take a place in line for ``client`` (an address; ``LOCAL`` for this machine), or raise
+        ``QueueFull``. Pair with ``generate()``, which gives the place back."""
         with self._count_lock:
             if self._admitted >= self.parallel + self.max_queue:  # every slot busy and max_queue waiting
                 raise QueueFull("server busy, please try again. maximum pending requests exceeded")
+            if client != LOCAL and self._by_client[client] >= self.per_client:
+                raise QueueFull(f"server busy: this client already has {self.per_client} requests running or "
+                                "waiting; wait for one of them to finish")
             self._admitted += 1
+            self._by_client[client] += 1
 
-    def _leave(self) -> None:
+    def _leave(self, client: str = LOCAL) -> None:
         with self._count_lock:
             self._admitted -= 1
+            self._by_client[client] -= 1
+            if self._by_client[client] <= 0:
+                del self._by_client[client]
 
     async def generate(self, prompt: str | Prompt, options: Options | None,
-                       format: Format) -> AsyncIterator[str | GenerationStats]:
+                       format: Format, client: str = LOCAL) -> AsyncIterator[str | GenerationStats]:
         """The engine's pieces, produced on a worker thread once the model is free.
 
         The caller must have called ``admit()``. Closing this iterator early (the
@@ -81,16 +148,18 @@ class Scheduler:
             nonlocal left
             if not left:
                 left = True
-                self._leave()
+                self._leave(client)
 
         def work() -> None:
             try:
-                with self._slots:  # one of the engine's slots
-                    if not cancel.is_set():
+                if self._slots.acquire(client, cancel):  # one of the engine's slots, fairly
+                    try:
                         for item in self.engine.generate(prompt, options, format, cancel):
                             if isinstance(item, GenerationStats):
                                 leave_once()  # the reply is complete: its client may send the next one now
                             deliver(item)
+                    finally:
+                        self._slots.release(client)
             except Exception as error:  # handed to the request, which turns it into {"error": ...}
                 deliver(error)
             finally:
@@ -118,12 +187,12 @@ class Scheduler:
         def work() -> None:
             with self._all_slots:
                 for _ in range(self.parallel):
-                    self._slots.acquire()
+                    self._slots.acquire(LOCAL)
                 try:
                     self.engine.forget_cache()
                 finally:
                     for _ in range(self.parallel):
-                        self._slots.release()
+                        self._slots.release(LOCAL)
         try:
             await asyncio.to_thread(work)
         finally:

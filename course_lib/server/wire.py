@@ -48,6 +48,8 @@ from .grammar_limits import check_format
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_JSON_DEPTH = 64
+MAX_JSON_CONTAINERS = 100_000  # lists and objects in a body (every [ and { counted, strings included)
+BODY_SECONDS = 30.0  # a body must arrive within this (4 MiB at 140 KB/s)
 MAX_MESSAGES = 1024
 MAX_TOOLS = 128
 MAX_STOPS = 16
