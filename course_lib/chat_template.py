@@ -120,6 +120,59 @@ def template_markers(prompt: Prompt, markers: re.Pattern[str]) -> list[tuple[int
             for match in markers.finditer(prompt.text, start, end)]
 
 
+def client_copies(prompt: Prompt, structure: re.Pattern[str], start: int, end: int) -> list[tuple[int, int]]:
+    """Where, in ``prompt.text[start:end]``, the text of a structure token (``structure``, one
+    pattern) touches text a client sent: those characters must stay text.
+
+    Control tokens (``<|im_start|>``) are only ever made where ``template_markers`` finds them.
+    But a tokenizer may also have *user-defined* tokens, which llama.cpp matches in any text it
+    tokenizes, even with special tokens off: Qwen2.5's ``<tool_call>`` (151657) and
+    ``</tool_call>``. A tool result that holds ``<tool_call>{...}`` would then give the model its
+    own call token. ``token_pieces`` cuts such copies out, to be tokenized as text.
+
+    >>> prompt = Prompt("<t>x<t>", ((3, 7),))  # the template wrote the first <t>, a client the second
+    >>> client_copies(prompt, re.compile("<t>"), 0, 7)
+    [(4, 7)]
+    """
+    spans = prompt.text_spans
+    return [match.span() for match in structure.finditer(prompt.text, start, end)
+            if any(a < match.end() and match.start() < b for a, b in spans)]
+
+
+def token_pieces(prompt: Prompt, markers: re.Pattern[str], structure: re.Pattern[str] | None = None
+                 ) -> list[tuple[str, str]]:
+    """The prompt cut into what a tokenizer does with each piece: ``("marker", text)``, one control
+    token the template wrote; ``("text", text)``, text tokenized with special tokens off (between
+    two markers in one piece, as a raw prompt is, so its template's own user-defined tokens such as
+    ``<tool_call>`` are still matched); ``("escaped", text)``, a client's copy of a structure token
+    (``client_copies``), tokenized so that it cannot become that token.
+
+    >>> prompt = Prompt("<s>a<t>b<t>", ((8, 11),))
+    >>> token_pieces(prompt, re.compile("<s>"), re.compile("<t>"))
+    [('marker', '<s>'), ('text', 'a<t>b'), ('escaped', '<t>')]
+    """
+    pieces: list[tuple[str, str]] = []
+    cursor = 0
+
+    def text_until(end: int) -> None:
+        nonlocal cursor
+        for start, stop in client_copies(prompt, structure, cursor, end) if structure else []:
+            if start > cursor:
+                pieces.append(("text", prompt.text[cursor:start]))
+            pieces.append(("escaped", prompt.text[start:stop]))
+            cursor = stop
+        if end > cursor:
+            pieces.append(("text", prompt.text[cursor:end]))
+        cursor = end
+
+    for start, end in template_markers(prompt, markers):
+        text_until(start)
+        pieces.append(("marker", prompt.text[start:end]))
+        cursor = end
+    text_until(len(prompt.text))
+    return pieces
+
+
 # The few values a template compares or branches on stay unmarked: a message's ``role`` and a
 # ``type`` such as ``"function"``, and only while they are plain words (no marker is one).
 # Every other string is text, and so is every dict key that is not a plain name: a template

@@ -36,7 +36,7 @@ from llama_cpp._internals import LlamaModel, LlamaSampler
 from llama_cpp._logger import set_verbose
 from llama_cpp.llama_grammar import JSON_GBNF
 
-from ..chat_template import Prompt, render, render_prompt, template_markers
+from ..chat_template import Prompt, render, render_prompt, token_pieces
 from ..tool_parser import CALL_TAG
 from .generation import BadFormat
 from .grammar_limits import MAX_GRAMMAR_CHARS, MAX_GRAMMAR_NESTING, grammar_nesting
@@ -69,6 +69,11 @@ def model_params(repack: bool) -> llama_cpp.llama_model_params:
     return params
 
 
+def one_of(texts: dict[str, int]) -> re.Pattern[str]:
+    """One pattern that matches any of ``texts``, the longest first."""
+    return re.compile("|".join(map(re.escape, sorted(texts, key=len, reverse=True))))
+
+
 def default_threads() -> int:
     """All cores (llama-cpp-python's own default is half of them: about half the speed here)."""
     return os.cpu_count() or 1
@@ -95,7 +100,9 @@ class LoadedModel:
         self.eos_token = self.token_text(self.weights.token_eos())
         self.context_length = int(self.metadata.get(f"{self.architecture}.context_length", 0)) or None
         self.markers = self._control_tokens()
-        self.marker_pattern = re.compile("|".join(map(re.escape, sorted(self.markers, key=len, reverse=True))))
+        self.marker_pattern = one_of(self.markers)
+        self.user_defined = self._user_defined_tokens()
+        self.structure_pattern = one_of(self.user_defined) if self.user_defined else None
 
     @property
     def architecture(self) -> str:
@@ -105,6 +112,14 @@ class LoadedModel:
         """The vocabulary's control tokens (``<|im_start|>``, ``<|im_end|>``, ...) by text."""
         return {self.token_text(token): token for token in range(llama_cpp.llama_vocab_n_tokens(self.vocab))
                 if llama_cpp.llama_vocab_get_attr(self.vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+                and self.token_text(token)}
+
+    def _user_defined_tokens(self) -> dict[str, int]:
+        """The vocabulary's user-defined tokens by text (Qwen2.5: ``<tool_call>``, ``</tool_call>``,
+        the fill-in-the-middle markers): llama.cpp matches them in any text it tokenizes, special
+        tokens on or off, so a client's copy of one must be cut apart (``tokenize``)."""
+        return {self.token_text(token): token for token in range(llama_cpp.llama_vocab_n_tokens(self.vocab))
+                if llama_cpp.llama_vocab_get_attr(self.vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
                 and self.token_text(token)}
 
     # --- prompts and tokens ---------------------------------------------------------------
@@ -125,19 +140,36 @@ class LoadedModel:
         A raw ``str`` is the caller's own template: markers such as ``<|im_start|>`` in it
         become one special token each. In a ``Prompt`` only the markers the template wrote
         do; the same characters inside a message stay plain text (several ordinary tokens).
-        Between markers the text is tokenized in one piece, exactly as a raw prompt is.
+        Between markers the text is tokenized in one piece, exactly as a raw prompt is, but for a
+        client's copy of a user-defined token such as ``<tool_call>`` (``token_pieces``), which is
+        tokenized as text: every token the template or the tool parser gives a meaning to stays
+        text when a client writes it.
         """
         if isinstance(prompt, str):
             return self.weights.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         tokens: list[int] = []
-        cursor = 0
-        for start, end in template_markers(prompt, self.marker_pattern):
-            tokens += self._plain_tokens(prompt.text[cursor:start]) + [self.markers[prompt.text[start:end]]]
-            cursor = end
-        return tokens + self._plain_tokens(prompt.text[cursor:])
+        for kind, text in token_pieces(prompt, self.marker_pattern, self.structure_pattern):
+            if kind == "marker":
+                tokens.append(self.markers[text])
+            elif kind == "escaped":
+                tokens += self._escaped_tokens(text)
+            else:
+                tokens += self._plain_tokens(text)
+        return tokens
 
     def _plain_tokens(self, text: str) -> list[int]:
         return self.weights.tokenize(text.encode("utf-8"), add_bos=False, special=False) if text else []
+
+    def _escaped_tokens(self, text: str) -> list[int]:
+        """A user-defined token's text as plain tokens: its first character, then the rest (which,
+        shorter, is cut again wherever it holds another such token's text)."""
+        if len(text) <= 1 or self.structure_pattern is None:
+            return self._plain_tokens(text)
+        tokens, rest, cursor = self._plain_tokens(text[0]), text[1:], 0
+        for match in self.structure_pattern.finditer(rest):
+            tokens += self._plain_tokens(rest[cursor:match.start()]) + self._escaped_tokens(match.group())
+            cursor = match.end()
+        return tokens + self._plain_tokens(rest[cursor:])
 
     def token_bytes(self, token: int) -> bytes:
         """The bytes a generated token stands for (a control token stands for none)."""
