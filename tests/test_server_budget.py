@@ -313,6 +313,7 @@ def test_a_client_that_trickles_its_body_gets_a_408(engine, monkeypatch):
 
 def test_one_address_cannot_hold_every_connection(engine, monkeypatch):
     monkeypatch.setattr(connections, "MAX_CONNECTIONS_PER_CLIENT", 5)
+    monkeypatch.setattr(connections, "is_loopback", lambda address: False)  # as if from another machine
     with served(create_app(engine)) as address:
         held = [socket.create_connection(address) for _ in range(5)]
         extra = socket.create_connection(address)
@@ -399,3 +400,14 @@ def test_a_room_client_may_hold_only_its_share_of_the_line(tmp_path):
         for thread in threads:
             thread.join(timeout=30)
     assert statuses.count(503) == 2 and statuses.count(200) == share
+
+
+def test_a_room_client_that_floods_the_server_gets_a_429(engine):
+    app = create_app(engine, bound_host="0.0.0.0", api_key="room-key-1234")
+    room = TestClient(app, base_url="http://192.168.1.20:11434")
+    statuses = [room.get("/api/version").status_code for _ in range(guard.REQUEST_BURST + 20)]
+    assert statuses[:guard.REQUEST_BURST] == [401] * guard.REQUEST_BURST  # no key: refused, but counted
+    assert 429 in statuses[guard.REQUEST_BURST:]
+    assert "too many requests" in room.get("/api/version").json()["error"]
+    local = TestClient(create_app(engine), base_url="http://localhost")
+    assert {local.get("/api/version").status_code for _ in range(guard.REQUEST_BURST + 20)} == {200}

@@ -8,7 +8,8 @@ So, with uvicorn's own settings where they serve (``uvicorn_limits``):
 
 - at most ``MAX_CONNECTIONS`` connections and requests at once (uvicorn's ``limit_concurrency``:
   beyond it a request is answered ``503`` at once), and at most ``MAX_CONNECTIONS_PER_CLIENT``
-  from one address (``BoundedH11Protocol``: the next one is closed when it opens);
+  from one address other than this machine's (``BoundedH11Protocol``: the next one is closed when
+  it opens; on this machine every program is one address, and it is the learner's own);
 - a request's headers must be complete within ``HEADER_SECONDS`` of the connection opening, or of
   the previous response on a kept-alive connection (``BoundedH11Protocol``: uvicorn has no such
   deadline), and may be at most ``MAX_HEADER_BYTES`` (h11's ``max_incomplete_event_size``);
@@ -23,6 +24,8 @@ from collections import Counter
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .guard import is_loopback
 
 MAX_CONNECTIONS = 128  # connections and requests at once (uvicorn's limit_concurrency)
 MAX_CONNECTIONS_PER_CLIENT = 32  # connections at once from one address
@@ -49,7 +52,7 @@ class BoundedH11Protocol(H11Protocol):
         self._address = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self.open_by_client[self._address] += 1
         self._header_timer: asyncio.TimerHandle | None = None
-        if self.open_by_client[self._address] > MAX_CONNECTIONS_PER_CLIENT:
+        if self.open_by_client[self._address] > MAX_CONNECTIONS_PER_CLIENT and not is_loopback(self._address):
             transport.close()  # too many from this address: uvicorn's connection_lost tidies up
             return
         self._await_headers()

@@ -25,6 +25,7 @@ import fnmatch
 import ipaddress
 import json
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -175,13 +176,40 @@ def check_api_key(headers: dict[str, str], path: str, api_key: str | None) -> No
                             "(the key is in COURSE_API_KEY)" if not given else "invalid API key")
 
 
+REQUESTS_PER_SECOND = 10.0  # what one client of a room may send, on average
+REQUEST_BURST = 40  # and at once
+
+
+class RequestRate:
+    """A token bucket per client address: ``rate`` requests a second on average, ``burst`` at once.
+
+    A request refused at once (a bad key, a schema too complex) costs the server little, but a
+    client that sends thousands a second takes a core from the model's process, which runs at a
+    lower priority (``supervisor.CHILD_NICENESS``), and so from every other learner's answer."""
+
+    def __init__(self, rate: float = REQUESTS_PER_SECOND, burst: int = REQUEST_BURST) -> None:
+        self.rate, self.burst = rate, burst
+        self._buckets: dict[str, tuple[float, float]] = {}  # address: (tokens, when)
+
+    def allow(self, address: str) -> bool:
+        now = time.monotonic()
+        tokens, when = self._buckets.get(address, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - when) * self.rate)
+        if len(self._buckets) > 10_000:  # forget the quiet ones (a bucket refills in seconds)
+            self._buckets = {key: value for key, value in self._buckets.items() if now - value[1] < 60}
+        self._buckets[address] = (tokens - 1 if tokens >= 1 else tokens, now)
+        return tokens >= 1
+
+
 class OriginAndHostGuard:
-    """ASGI middleware: refuse foreign origins and hosts, and requests without the server's key
-    (if it has one), before any route runs."""
+    """ASGI middleware: refuse foreign origins and hosts, a room's client that sends more than its
+    ``RequestRate`` (429), and requests without the server's key (if it has one), before any route
+    runs and before any body is read."""
 
     def __init__(self, app: ASGIApp, bound_host: str, error_body: Callable[[str, str, int], dict[str, Any]],
                  extra_origins: list[str] | None = None, api_key: str | None = None) -> None:
         self.app = app
+        self.rate = RequestRate()
         self.bound_host = bound_host
         self.error_body = error_body
         self.extra_origins = allowed_origins_from_env() if extra_origins is None else extra_origins
@@ -191,7 +219,12 @@ class OriginAndHostGuard:
                        send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] == "http":
             headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+            client = scope.get("client") or ("", 0)
             try:
+                if (not is_loopback(self.bound_host) and not is_loopback(client[0] or "localhost")
+                        and not self.rate.allow(client[0])):  # only a room's server tells clients apart
+                    raise ApiError(429, f"too many requests from this address: at most {REQUESTS_PER_SECOND:g} a "
+                                        "second on average; wait a moment")
                 check_origin_and_host(headers, self.bound_host, self.extra_origins)
                 check_api_key(headers, scope["path"], self.api_key)
             except ApiError as refused:
