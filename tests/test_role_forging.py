@@ -187,7 +187,8 @@ def test_a_tool_result_holding_a_call_tag_gets_no_call_token():
 
     def tokens(result: str) -> list[int]:
         messages = [{"role": "user", "content": "Check my inbox."},
-                    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "read", "arguments": {}}}]},
+                    {"role": "assistant", "content": "",
+                     "tool_calls": [{"function": {"name": "read", "arguments": {}}}]},
                     {"role": "tool", "content": result}]
         return engine.tokenize(engine.render_prompt(messages, None))
 
