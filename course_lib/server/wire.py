@@ -14,8 +14,20 @@ later request its share of the model). The limits, each answered with a 400 that
 =====================  ===========================  =============================================
 what                   limit                        why this number
 =====================  ===========================  =============================================
-request body           4 MiB, UTF-8 JSON            32k tokens of text is ~130 KB; room for tools
+connections            128 at once (503 beyond),    uvicorn's ``limit_concurrency``; one address
+                       32 per address but loopback  cannot hold them all (``connections.py``)
+request headers        complete within 10 s,        slowloris: a trickle held a connection for
+                       16 KiB                       ever, before the key was checked
+idle keep-alive        5 s                          uvicorn's ``timeout_keep_alive``
+request rate           10 a second per address      a room's server only (429 beyond; burst 40):
+                       (burst 40), loopback free    refused requests still cost the model a core
+API key                checked with the headers     before the body is read (``guard.py``)
+request body           4 MiB, UTF-8 JSON,           32k tokens of text is ~130 KB; room for tools;
+                       within 30 s (408)            4 MiB at 140 KB/s
+lists and objects      100,000 (every ``[`` and     counted before parsing, which holds Python's
+                       ``{``, strings included)     lock: 4 MiB of ``[]`` took a second of the loop
 JSON nesting           64 levels                    tool schemas nest a few levels, not hundreds
+parsing, rendering     2 at once, off the loop      the event loop passes every stream's tokens
 ``messages``           1,024                        a long agent run is tens of turns
 ``tools``              128                          each costs ~80 prompt tokens (lesson 8)
 tool names             1-64 of ``A-Za-z0-9_.:-``    OpenAI's rule, plus the dots and colons of MCP
@@ -28,12 +40,23 @@ presence, frequency    -2 to 2                      OpenAI's range
 ``repeat_last_n``      -1 to 4,096                  -1 means the whole context
 ``seed``               -1 to 4,294,967,295          llama.cpp seeds are 32-bit; -1 is random
 ``num_predict``        -2 to 32,768                 -1 and -2: until the context is full
-``num_ctx``            16 to the server's maximum   every new size reloads the model
+``num_ctx``            16 to ``--num-ctx`` (4,096)  a larger context holds fewer sequences and
+                       unless ``--max-num-ctx``     every request waits while it is made: refused
+                       allows more                  (400) unless the server allows it
+one request's time     120 s from getting a slot    checked between tokens (``--request-seconds``);
+                       to its last token            then a 400 or the stream's last error line
+one token's sampling   2 s; 20 s for all of a       a grammar makes sampling slow; without one a
+                       request's tokens             token takes milliseconds (``TimeBudget``)
+a token step           30 s; a prompt step 300 s    then the model's process is restarted
+line per client        a quarter of the places (4+) a room's server only; free slots go to the
+                                                    client with the fewest running (``scheduler``)
 ``format`` schema      1,000 objects and arrays     each becomes grammar rules (``grammar_limits``)
 schema counts          0 to 1,000                   ``minLength``, ``maxItems``...: one grammar step each
 schema lists           64 entries                   ``enum``, ``anyOf``, ``properties``...: paths per token
 ``pattern``            256 chars, a safe subset     atoms, classes, strict counts up to 1,000, groups
                                                     followed by ``?`` only; others are refused
+pattern ambiguity      400                          parse positions after the first variable part
+                                                    (``pattern_ambiguity``): live grammar states
 grammar text           256 KiB, nested <= 1,500     checked after conversion, before llama.cpp compiles it
 =====================  ===========================  =============================================
 """
