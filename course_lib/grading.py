@@ -4,12 +4,14 @@
 ``python3 course.py grade`` does; ``grade`` returns the same as ``Result`` objects
 (``course_lib.gradebook`` grades a whole class with it, each submission in a sandbox from
 ``course_lib.sandbox``). The checks that check cells call (``check``, ``check_equal``,
-``check_close``, ``uses_reference``) are in ``course_lib.checks`` and imported from here.
+``check_close``, ``uses_reference``, ``submit``, ``quietly``) are in ``course_lib.checks`` and
+imported from here. The verdict is decided here, in the grader's process, from the answers a
+check cell sends (``check_outcome``), never by the learner's kernel.
 
 A notebook of a translated edition (``exercises/ja/``, whose metadata says
 ``"course": {"language": "ja"}``) is graded against the published notebook of its edition, and
 its report is in its language: the line per exercise, the checks' messages
-(``translations/ja/checks.md``, given to the kernel's copy of the checks) and the summary.
+(``translations/ja/checks.md``, with which the grader runs the judges) and the summary.
 """
 
 from __future__ import annotations
