@@ -265,13 +265,13 @@ class Sandbox:
             arguments.extend([option, str(source), str(target)])
             made.add(target)
 
+        bind("--bind", scratch.tmp, Path("/tmp"))  # first: the course or the scratch folder may be in /tmp
         pythons = {Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parents[1]}
         for prefix in sorted(pythons):
             if not prefix.is_relative_to("/usr"):
                 bind("--ro-bind", prefix, prefix)
         for name in READ_ONLY:
             bind("--ro-bind", ROOT / name, ROOT / name)
-        bind("--bind", scratch.tmp, Path("/tmp"))  # first: the scratch folder itself may be in /tmp
         bind("--bind", scratch.work, scratch.work)
         bind("--bind", scratch.run, scratch.run)
         return [*arguments, "--chdir", str(scratch.folder)]
