@@ -5,7 +5,7 @@ Start a lesson with::
     from course_lib import connect
     client = connect()
 
-One module per idea, in layers where every import points down (README, "Architecture";
+One module per idea, in layers where every import points down (docs/architecture.md;
 ``tests/test_architecture.py`` checks it), bottom to top:
 
 - vocabulary and settings: ``messages`` (messages, tool calls, results ok or an error),

@@ -1,4 +1,4 @@
-"""The layers of ``course_lib`` (README, "Architecture"): every import points down, never up,
+"""The layers of ``course_lib`` (docs/architecture.md): every import points down, never up,
 and no module needs itself to load (no import cycle).
 
 An import inside a function counts as much as one at the top: it is a dependency all the same,
@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "course_lib"
 
-# The README's table, bottom to top. A module may import its own layer and the layers below.
+# The table of docs/architecture.md, bottom to top. A module may import its own layer and the layers below.
 LAYERS = [
     {"course_lib", "config", "messages"},
     {"chat_template", "tool_parser"},
@@ -147,7 +147,8 @@ def test_every_module_has_a_layer():
     placed = set().union(*LAYERS)
     for path in LIBRARY.iterdir():
         if path.suffix == ".py" and path.name != "__init__.py" or path.is_dir() and (path / "__init__.py").exists():
-            assert path.stem in placed, f"{path.name} is in no layer: add it to LAYERS and the README's table"
+            assert path.stem in placed, (f"{path.name} is in no layer: add it to LAYERS and the table in "
+                                         "docs/architecture.md")
 
 
 def test_no_module_imports_itself_through_others():
