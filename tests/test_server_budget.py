@@ -411,3 +411,30 @@ def test_a_room_client_that_floods_the_server_gets_a_429(engine):
     assert "too many requests" in room.get("/api/version").json()["error"]
     local = TestClient(create_app(engine), base_url="http://localhost")
     assert {local.get("/api/version").status_code for _ in range(guard.REQUEST_BURST + 20)} == {200}
+
+
+def test_a_long_generation_gives_its_slot_to_a_waiting_request(tmp_path):
+    """One slot, a generation that would run for 40 tokens, and a request that arrives while it
+    runs: after ``fair_tokens`` the first ends with done_reason "length" and the second is served.
+    Alone, the same generation runs to its end."""
+    engine = FakeEngine(tmp_path / "fake.gguf", delay=0.02)
+    long_reply = " word" * 40
+    engine.say(long_reply, "short", long_reply)
+    app = create_app(engine, fair_tokens=5)
+    with served(app) as (host, port):
+        url = f"http://{host}:{port}/api/chat"
+        results: dict[str, dict] = {}
+
+        def ask(name: str) -> None:
+            results[name] = httpx.post(url, json={"model": FAKE_MODEL, "messages": HI, "stream": False},
+                                       timeout=30).json()
+
+        first = threading.Thread(target=ask, args=("long",))
+        first.start()
+        wait_until(lambda: engine.runs and engine.runs[0].tokens_sampled >= 2)
+        ask("waiting")
+        first.join()
+        ask("alone")
+    assert results["long"]["done_reason"] == "length" and results["long"]["eval_count"] < 40
+    assert results["waiting"]["message"]["content"] == "short"
+    assert results["alone"]["done_reason"] == "stop" and results["alone"]["eval_count"] == 40

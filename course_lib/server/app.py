@@ -80,7 +80,7 @@ from .generation import (
     TimeBudgetExceeded,
 )
 from .guard import ApiError, OriginAndHostGuard, check_content_type, is_loopback, parse_json_object, read_limited
-from .scheduler import LOCAL, QueueFull, Scheduler
+from .scheduler import FAIR_TOKENS, LOCAL, QueueFull, Scheduler
 from .streams import anthropic_json, anthropic_sse, openai_json, openai_sse
 from .supervisor import ModelRestarted, SupervisedEngine
 from .wire import ChatRequest, GenerateRequest, ShowRequest
@@ -139,7 +139,8 @@ def error_body(path: str, message: str, status: int) -> dict[str, Any]:
 
 
 def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0.0.1",
-               allowed_origins: list[str] | None = None, api_key: str | None = None) -> FastAPI:
+               allowed_origins: list[str] | None = None, api_key: str | None = None,
+               fair_tokens: int = FAIR_TOKENS) -> FastAPI:
     """The FastAPI application serving ``engine`` under the name ``engine.name``.
 
     ``bound_host`` is the address the server listens on: on loopback, requests must name a
@@ -147,7 +148,7 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
     ``COURSE_ORIGINS`` environment variable); pages on this machine always may. With an
     ``api_key`` every request but ``GET /`` must carry it (``guard.check_api_key``).
     """
-    scheduler = Scheduler(engine, max_queue)
+    scheduler = Scheduler(engine, max_queue, fair_tokens=fair_tokens)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -597,6 +598,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="time budget of one request's generation, checked between tokens (default "
                              f"{TimeBudget.request:g}); one token's sampling may take {TimeBudget.token:g} s "
                              f"and all of a request's {TimeBudget.sampling:g} s")
+    parser.add_argument("--fair-tokens", type=int, default=FAIR_TOKENS, metavar="N",
+                        help="a generation that has sent N tokens while another request waits for a slot ends "
+                             f"there, done_reason 'length' (default {FAIR_TOKENS}; 0: never)")
     parser.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, metavar="N",
                         help=f"connections and requests at once, beyond which a request gets 503 (default "
                              f"{MAX_CONNECTIONS}; uvicorn's limit_concurrency)")
@@ -626,8 +630,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.parallel = 1  # llama-cpp-python's own cache serves one request at a time
     if args.max_num_ctx is None:
         args.max_num_ctx = args.num_ctx  # a larger num_ctx is refused unless the server is told otherwise
-    if not args.request_seconds > 0 or args.max_connections < 1:
-        parser.error("--request-seconds and --max-connections take a positive number")
+    if not args.request_seconds > 0 or args.max_connections < 1 or args.fair_tokens < 0:
+        parser.error("--request-seconds and --max-connections take a positive number, --fair-tokens 0 or more")
     return args
 
 
@@ -673,7 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loaded {name} from {path} in {info.get('load_duration', 0) / 1e9:.2f} s{where}{describe_engine(info)}",
           file=sys.stderr, flush=True)
     print(f"listening on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host, api_key=args.api_key),
+    served = uvicorn.Config(create_app(engine, args.max_queue, bound_host=args.host, api_key=args.api_key,
+                                       fair_tokens=args.fair_tokens),
                             host=args.host, port=args.port, **uvicorn_limits(args.max_connections),
                             log_level=config.server_log_level(), timeout_graceful_shutdown=2)
     # uvicorn catches SIGINT/SIGTERM, finishes shutting down, then raises the signal again

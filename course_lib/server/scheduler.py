@@ -16,6 +16,13 @@ or waiting (a ``503`` beyond that). So one learner of a room who sends many requ
 ones, delays the others by at most one generation's time budget per slot it holds
 (``generation.TimeBudget``), not by their whole line.
 
+And a slot is not held for ever while others wait: a generation that has sent ``fair_tokens``
+pieces (about as many tokens; 512 by default) and sees a request waiting for a slot ends at its
+next token, with ``done_reason`` ``"length"`` (OpenAI's ``finish_reason`` and Anthropic's
+``stop_reason`` say the same), as if it had reached its ``num_predict``. Alone it runs on, up to
+its time budget. So a request waits for a slot at most the time of that many tokens of each
+generation ahead of it, however long those asked to be.
+
 Forgetting the cache (``keep_alive: 0``) takes a place in line too, and then every slot, so it
 runs when no generation does.
 
@@ -27,6 +34,7 @@ next request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import threading
 from collections import Counter
@@ -45,6 +53,7 @@ class QueueFull(RuntimeError):
 
 
 LOCAL = ""  # the client name of requests from this machine (and of forgetting the cache)
+FAIR_TOKENS = 512  # pieces a generation may send before it gives its slot to a waiting request
 
 
 class FairSlots:
@@ -85,16 +94,24 @@ class FairSlots:
                 del self.running[client]
             self._changed.notify_all()
 
+    @property
+    def wanted(self) -> bool:
+        """Whether a request is waiting for a place."""
+        return bool(self._waiting)
+
     def _next(self) -> tuple[int, str]:
         return min(self._waiting, key=lambda ticket: (self.running[ticket[1]], ticket[0]))
 
 
 class Scheduler:
     """The line in front of the engine's slots. ``per_client``: the places (running or waiting) one
-    client that is not on this machine may hold (default: a quarter of all places, at least 4)."""
+    client that is not on this machine may hold (default: a quarter of all places, at least 4).
+    ``fair_tokens``: the pieces a generation sends before it gives its slot up to a waiting request."""
 
-    def __init__(self, engine: ServedModel, max_queue: int = 8, per_client: int | None = None) -> None:
+    def __init__(self, engine: ServedModel, max_queue: int = 8, per_client: int | None = None,
+                 fair_tokens: int = FAIR_TOKENS) -> None:
         self.engine = engine
+        self.fair_tokens = fair_tokens  # 0: a generation keeps its slot while others wait
         self.max_queue = max_queue
         self.parallel = engine.parallel
         self.per_client = per_client or max(4, (self.parallel + max_queue) // 4)
@@ -154,10 +171,19 @@ class Scheduler:
             try:
                 if self._slots.acquire(client, cancel):  # one of the engine's slots, fairly
                     try:
+                        sent, gave_way = 0, False
                         for item in self.engine.generate(prompt, options, format, cancel):
                             if isinstance(item, GenerationStats):
                                 leave_once()  # the reply is complete: its client may send the next one now
+                                if gave_way:  # cut short for the others, as a token budget would
+                                    item = dataclasses.replace(item, done_reason="length")
+                            else:
+                                sent += 1
                             deliver(item)
+                            if (self.fair_tokens and sent >= self.fair_tokens and not gave_way
+                                    and self._slots.wanted):
+                                gave_way = True
+                                cancel.set()  # the engine stops at its next token and sends its stats
                     finally:
                         self._slots.release(client)
             except Exception as error:  # handed to the request, which turns it into {"error": ...}
