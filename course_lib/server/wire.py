@@ -50,6 +50,9 @@ one token's sampling   2 s; 20 s for all of a       a grammar makes sampling slo
 a token step           30 s; a prompt step 300 s    then the model's process is restarted
 line per client        a quarter of the places (4+) a room's server only; free slots go to the
                                                     client with the fewest running (``scheduler``)
+a slot while others    512 tokens (``--fair-tokens``) then the generation ends, ``done_reason``
+wait                                                ``length``: a waiting request is not held
+                                                    behind a long one for its whole budget
 ``format`` schema      1,000 objects and arrays     each becomes grammar rules (``grammar_limits``)
 schema counts          0 to 1,000                   ``minLength``, ``maxItems``...: one grammar step each
 schema lists           64 entries                   ``enum``, ``anyOf``, ``properties``...: paths per token
