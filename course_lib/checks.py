@@ -26,10 +26,8 @@ into a pass, since all the kernel sends is answers, and a pass needs the right o
 ``plain`` writes the answers as JSON (tuples, sets, bytes and dicts tagged, so they come
 back as they were; any other object as its type's name and text) and ``unplain`` reads them.
 
-A check cell that calls the checks directly, without ``submit`` (the older form), sends one
-record per check while grading; the grader judges the plain values again itself, but a
-condition or a value it cannot read comes from the kernel, so such a cell's verdict can be
-forged from inside and the grader's report says so.
+Every check cell of the course has a ``judge``; the grader never counts a check the kernel
+ran by itself (a published check cell without a judge cannot pass).
 
 The checks speak the learner's language. The code of a check cell is the same in every
 edition, so its English ``what`` and ``hint`` are translated when they are shown: ``said``
@@ -69,7 +67,6 @@ LABELS = {  # the checks' own words, each with the spaces that line the values u
 ANSWERS = "application/vnd.course-grading.answers+json"  # the display output that carries a check's answers
 _SPEAKING: ContextVar[tuple[str, dict[str, str]] | None] = ContextVar("speaking", default=None)
 _QUIET: ContextVar[bool] = ContextVar("quiet", default=False)
-_IN_SUBMIT: ContextVar[bool] = ContextVar("in_submit", default=False)
 
 
 @contextmanager
@@ -88,12 +85,11 @@ def judging(language: str, messages: dict[str, str]) -> Iterator[None]:
 def quietly() -> Iterator[None]:
     """While in this block, a check that passes prints nothing (one that fails still raises): a
     check cell judges what needs no model this way before it asks the model anything."""
-    quiet, inside = _QUIET.set(True), _IN_SUBMIT.set(True)  # nor does it send a record: only submit's answers count
+    quiet = _QUIET.set(True)
     try:
         yield
     finally:
         _QUIET.reset(quiet)
-        _IN_SUBMIT.reset(inside)
 
 
 def _table() -> tuple[str, dict[str, str]]:
@@ -187,7 +183,6 @@ def _failed(what: str, hint: str, *shown: tuple[str, str]) -> CheckFailed:
 def check(condition: bool, what: str, hint: str = "") -> None:
     """Pass when ``condition`` is true; ``what`` says what is being checked."""
     passed = bool(condition)
-    _record("check", passed, None, None, what, hint)
     if not passed:
         raise _failed(what, hint)
     _passed(what)
@@ -201,7 +196,6 @@ def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
     whose ``__eq__`` says yes to everything does not pass.
     """
     passed = same(actual, expected)
-    _record("check_equal", passed, actual, expected, what, hint)
     if not passed:
         raise _failed(what, hint, ("expected", repr(expected)), ("got", _shown(actual)))
     _passed(what)
@@ -211,7 +205,6 @@ def check_close(actual: float, expected: float, what: str, hint: str = "", rel: 
     """Pass when ``actual`` is within ``rel`` (relative) of ``expected``."""
     value = _as_float(actual)
     close = value is not None and abs(value - expected) <= rel * max(abs(expected), 1e-12)
-    _record("check_close", close, actual, expected, what, hint, rel)
     if not close:
         raise _failed(what, hint, ("expected about", repr(expected)), ("got about", _shown(actual)))
     _passed(what)
@@ -248,18 +241,7 @@ def submit(answers: dict[str, Any], judge: Callable[[Any], None]) -> None:
     will: on the same plain data, so a check passes here exactly when it passes there."""
     record = plain(answers)
     _send({"answers": record})
-    inside = _IN_SUBMIT.set(True)  # its checks send nothing of their own: the answers are the record
-    try:
-        judge(unplain(record))
-    finally:
-        _IN_SUBMIT.reset(inside)
-
-
-def _record(call: str, passed: bool, actual: Any, expected: Any, what: str, hint: str, rel: float = 0.0) -> None:
-    """While grading, one check called directly (without ``submit``): what the grader judges again."""
-    if grading() and not _IN_SUBMIT.get():
-        _send({"check": call, "passed": passed, "actual": plain(actual), "expected": plain(expected),
-               "what": plain(what), "hint": plain(hint), "rel": rel})
+    judge(unplain(record))
 
 
 class Opaque:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .checks import ANSWERS, ANSWERS_LIMIT, Opaque, judging, unplain
+from .checks import ANSWERS, ANSWERS_LIMIT, judging, unplain
 from .checks import CheckFailed as CheckFailed
 from .checks import check as check
 from .checks import check_close as check_close
@@ -75,8 +75,7 @@ if TYPE_CHECKING:
 # cell's `judge` on it in its own process (`check_outcome`), with its own copy of the checks.
 # The judge's text is the published notebook's (exercises/), never the submission's. A
 # forgery can only send answers, and a pass needs the right ones: as many as writing them.
-# A check cell of the older form (the checks called directly) is judged again here from one
-# record per check, but its conditions are the kernel's word: its rows say so.
+# A check cell without a judge never passes: nothing the kernel says about it counts.
 #
 # Isolation is the sandbox's (course_lib.sandbox: bubblewrap), not this module's.
 # --------------------------------------------------------------------------------------
@@ -252,10 +251,6 @@ def judge_of(source: str) -> Callable[[Any], None] | None:
     return judge
 
 
-KERNELS_WORD = ("its checks are of the older form (no judge): the conditions they checked were the learner "
-                "kernel's word, which code in the notebook can forge")
-
-
 def _text(value: Any) -> str:
     return str(value)[:TEXT_LIMIT]
 
@@ -265,32 +260,23 @@ def check_outcome(cell: Any, language: str = "en",
     """``(status, ename, evalue)`` of a check cell (``passed``, ``failed`` or ``raised``), judged here
     from the answers it sent; None when it sent none the grader can use.
 
-    A published cell with a ``judge``: the kernel's one ``ANSWERS`` output is the only thing read,
-    and the judge runs on it here. Without one (the older form): the checks it called are judged
-    again here from their records, and what the grader cannot judge itself (a condition, an
-    object) is the kernel's word; an error in the cell is a failure."""
+    The kernel's one ``ANSWERS`` output is the only thing read, and the published cell's ``judge``
+    runs on it here. A published cell without a judge never passes: the error it raised, if any,
+    else None (the grader has nothing to judge)."""
     records = [output.data[ANSWERS] for output in cell.get("outputs", [])
                if output.output_type == "display_data" and ANSWERS in output.get("data", {})]
     failure = error_of(cell)
     judge = judge_of(cell.source)
+    if judge is None or not records:
+        return ("raised", *failure) if failure else None
+    if len(records) > 1 or any(not isinstance(one, dict) or set(one) != {"answers"} for one in records):
+        return None
     with judging(language, messages or {}):
-        if judge is not None:
-            if len(records) > 1 or any(not isinstance(one, dict) or set(one) != {"answers"} for one in records):
-                return None
-            if not records:
-                return ("raised", *failure) if failure else None
-            try:
-                answers = unplain(records[0]["answers"])
-            except (ValueError, TypeError, RecursionError) as problem:
-                return "raised", "ValueError", f"the answers could not be read: {_text(problem)}"
-            return _judged(judge, answers)
-        for record in records:
-            outcome = _replayed(record)
-            if outcome is not None:
-                return outcome
-    if failure:
-        return ("failed" if failure[0] == "CheckFailed" else "raised", *failure)
-    return ("passed", "", "") if records else None
+        try:
+            answers = unplain(records[0]["answers"])
+        except (ValueError, TypeError, RecursionError) as problem:
+            return "raised", "ValueError", f"the answers could not be read: {_text(problem)}"
+        return _judged(judge, answers)
 
 
 def _judged(judge: Callable[[Any], None], answers: Any) -> tuple[str, str, str]:
@@ -301,39 +287,6 @@ def _judged(judge: Callable[[Any], None], answers: Any) -> tuple[str, str, str]:
     except Exception as problem:  # the answers were not what the judge reads: a failure, with what it met
         return "raised", type(problem).__name__, _text(problem)
     return "passed", "", ""
-
-
-def _replayed(record: Any) -> tuple[str, str, str] | None:
-    """One check of the older form judged again here: None if it passes."""
-    try:
-        call, what, hint = record["check"], unplain(record["what"]), unplain(record["hint"])
-        if not (isinstance(what, str) and isinstance(hint, str) and type(record["passed"]) is bool):
-            raise ValueError("not a check's record")
-        actual, expected = unplain(record["actual"]), unplain(record["expected"])
-        opaque = _has_opaque(actual) or _has_opaque(expected)
-        if call == "check" or opaque:
-            check(record["passed"], what, hint)
-        elif call == "check_equal":
-            check_equal(actual, expected, what, hint)
-        elif call == "check_close" and isinstance(expected, (int, float)) and type(record["rel"]) in (int, float):
-            check_close(actual, expected, what, hint, rel=record["rel"])
-        else:
-            raise ValueError("not a check's record")
-    except CheckFailed as problem:
-        return "failed", "CheckFailed", _text(problem)
-    except (KeyError, TypeError, ValueError, RecursionError) as problem:
-        return "raised", "ValueError", f"a check's record could not be read: {_text(problem)}"
-    return None
-
-
-def _has_opaque(value: Any) -> bool:
-    if isinstance(value, Opaque):
-        return True
-    if isinstance(value, (list, tuple, frozenset)):
-        return any(_has_opaque(item) for item in value)
-    if isinstance(value, dict):
-        return any(_has_opaque(key) or _has_opaque(item) for key, item in value.items())
-    return False
 
 
 # --------------------------------------------------------------------------------------
@@ -779,9 +732,7 @@ def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[
         published_checks = [cell.source.strip() for cell in theirs[result.exercise or 0].checks]
         if part and [cell.source.strip() for cell in part.checks] != published_checks:
             review.add("edited or removed a check cell (the published one ran)")
-        kernels_word = [KERNELS_WORD] if manager is not None and result.status == "passed" and any(
-            judge_of(cell.source) is None for cell in theirs[result.exercise or 0].checks) else []
-        result.note = "; ".join((["review: " + ", ".join(sorted(review))] if review else []) + kernels_word + notes)
+        result.note = "; ".join((["review: " + ", ".join(sorted(review))] if review else []) + notes)
     return results
 
 

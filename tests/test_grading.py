@@ -186,6 +186,23 @@ class Forging(json.JSONEncoder):  # json.dumps reads json._default_encoder at ca
 
 json._default_encoder = Forging()"""
 
+LESSON9_PATCHES = ENCODER_SWAP + """
+import course_lib.checks, course_lib.grading
+from IPython.display import publish_display_data
+
+def nothing(*args, **kwargs):
+    return None
+
+def forged(answers, judge):  # answers of its own making: every one a refusal that names the tools
+    publish_display_data({course_lib.checks.ANSWERS: {"answers": course_lib.checks.plain(
+        {name: "refused: send_money, read_inbox" for name in answers})}, "text/plain": ""})
+
+check = check_equal = nothing
+for module in (course_lib.checks, course_lib.grading):
+    module.check = module.check_equal = module.check_close = nothing
+    module.submit = forged
+submit = forged"""
+
 MORE_FORGERS = {  # the forgeries of the issue that moved verdicts out of the kernel, and more
     "forger-encoder": (  # json's module-level encoder, read by json.dumps at call time, rewrites what is sent
         'return "x"\n\nimport json\n\nclass Forging(json.JSONEncoder):\n'
@@ -440,6 +457,10 @@ def fixture_class(into: Path, out: Path, host: dict[str, Any] | None = None) -> 
     validation = read(ROOT / "exercises" / "05_validation.ipynb")
     (into / "forger-lesson5").mkdir(parents=True)  # the issue's forgery: lesson 5 unanswered, json's encoder swapped
     nbformat.write(with_setup(validation, ENCODER_SWAP), into / "forger-lesson5" / "05_validation.ipynb")
+    guards = with_setup(read(ROOT / "exercises" / "09_guards_and_injection.ipynb"), LESSON9_PATCHES)
+    (into / "forger-lesson9").mkdir(parents=True)  # lesson 9 answered wrongly, its checks, json and submit patched
+    nbformat.write(with_code(with_code(guards, 1, "return None"), 2, "return None"),
+                   into / "forger-lesson9" / "09_guards_and_injection.ipynb")
     for name, notebook in {"sam": with_code(wire, 1, SERVER_KILLER), "tia": wire}.items():
         (into / name).mkdir(parents=True)
         nbformat.write(notebook, into / name / "01_the_wire.ipynb")
@@ -539,8 +560,8 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
         assert got["message"].startswith(want["message"]), (got, want)
         assert (want["note"] in got["note"]) if want["note"] else got["note"] == "", (got, want)
 
-    cheats = {*FORGERS, *MORE_FORGERS, "forger-lesson5", "eve", "mona", "nina", "sockets", "proc-reader",
-              "peer-reader", "udp", "flood"}
+    cheats = {*FORGERS, *MORE_FORGERS, "forger-lesson5", "forger-lesson9", "eve", "mona", "nina", "sockets",
+              "proc-reader", "peer-reader", "udp", "flood"}
     assert not [row for row in rows if row["learner"] in cheats and row["status"] == "passed"], "a forgery passed"
 
     # the sandbox changes no honest learner's grade: the same notebooks graded as a learner grades their own
@@ -576,9 +597,10 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     assert "\\<img src=x onerror=alert\\(1\\)\\>" in summary and "\\*\\*bold\\*\\*" in summary
     assert "- @rex/=cmd\\|' \\-C calc'\\!A0\\.ipynb: not one of the course's notebooks" in summary
     assert summary.startswith("# Grades\n\nSandbox: bubblewrap") and "only its own processes" in box.describe()
-    assert "| learner | 01 | 05 | 06 | 07 | 08 |" in summary and "| ada | – | – | 3/3 | – | – |" in summary
-    assert "| fay | – | – | error | – | – |" in summary and "| quinn | – | – | 2/3 | error | error |" in summary
-    assert "| forger\\-lesson5 | – | 0/3 | – | – | – |" in summary and "| vic | – | – | – | – | – |" in summary
+    assert "| learner | 01 | 05 | 06 | 07 | 08 | 09 |" in summary and "| ada | – | – | 3/3 | – | – | – |" in summary
+    assert "| fay | – | – | error | – | – | – |" in summary and "| quinn | – | – | 2/3 | error | error | – |" in summary
+    assert "| forger\\-lesson5 | – | 0/3 | – | – | – | – |" in summary and "| vic | – | – | – | – | – | – |" in summary
+    assert "| forger\\-lesson9 | – | – | – | – | – | 0/3 |" in summary
     assert "- vic/: the learner's folder is a link: not graded" in summary
     assert "| 06 | 1 · A canonical key | 5 of 36 (14%) | 23 | 1 | 7 |" in summary
 
@@ -845,21 +867,19 @@ def test_the_grader_judges_the_answers_with_the_published_judge_alone():
     assert repr(unplain(plain(object()))).startswith("<object: <object object at")
 
 
-def test_older_check_cells_are_judged_again_from_their_records():
-    """A check cell that calls the checks directly sends one record per check; the grader judges
-    plain values again itself (a record that says passed for a wrong value fails)."""
+def test_a_check_cell_without_a_judge_never_passes():
+    """Every check cell is judged from its answers; one without a judge has nothing the grader
+    can run, so whatever its kernel sends (answers, a record of a check, no error) is no pass."""
     from course_lib.checks import plain
     from course_lib.grading import check_outcome
 
-    def record(call: str, passed: bool, actual: object, expected: object) -> dict:
-        return {"check": call, "passed": passed, "actual": plain(actual), "expected": plain(expected),
-                "what": "two", "hint": "", "rel": 1e-6}
-
     source = "# CHECK exercise 1\ncheck_equal(answer(), 2, 'two')"
-    assert check_outcome(answered(source, record("check_equal", True, 2, 2))) == ("passed", "", "")
-    assert check_outcome(answered(source, record("check_equal", True, 3, 2)))[0] == "failed"
-    assert check_outcome(answered(source, record("check_close", True, 2.5, 2)))[0] == "failed"
+    record = {"check": "check_equal", "passed": True, "actual": plain(2), "expected": plain(2),
+              "what": "two", "hint": "", "rel": 1e-6}
+    assert check_outcome(answered(source, record)) is None
+    assert check_outcome(answered(source, {"answers": plain({"two": 2})})) is None
     assert check_outcome(answered(source)) is None
+    assert check_outcome(answered(source, error=("CheckFailed", "✘ two")))[0] == "raised"
 
 
 def test_a_learners_text_is_never_a_formula_nor_markdown():
