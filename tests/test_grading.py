@@ -664,7 +664,7 @@ def test_a_solved_notebook_passes_in_the_sandbox_through_the_model_relay(url, na
     """The model server through its one path: the checks post, stream and read errors through the relay."""
     from course_lib.runtime import chosen_model
 
-    results = grade(ROOT / "solutions" / name, model_url=url, sandbox=real_sandbox(), cell_timeout=120,
+    results = grade(ROOT / "solutions" / name, model_url=url, sandbox=real_sandbox(), cell_timeout=300,
                     model=chosen_model())
     assert [(result.status, result.message) for result in results] == [("passed", "")] * len(results)
 
@@ -702,12 +702,13 @@ def tiny(into: Path, answers: list[str]) -> tuple[Path, Path]:
     ``into/exercises``, and a learner's copy with ``answers`` in ``into/learner``."""
     def notebook(codes: list[str]) -> nbformat.NotebookNode:
         cells = [nbformat.v4.new_markdown_cell("# Exercises · Lesson 99, tiny"),
-                 nbformat.v4.new_code_cell("from course_lib.grading import check_equal\nimport time")]
+                 nbformat.v4.new_code_cell("from course_lib.grading import check_equal, submit\nimport time")]
         for number, code in enumerate(codes, start=1):
             cells += [nbformat.v4.new_markdown_cell(f"## Exercise {number} · Part {number}"),
                       nbformat.v4.new_code_cell(f"def answer{number}():\n    {code}"),
                       nbformat.v4.new_code_cell(f"# CHECK exercise {number}\n"
-                                                f"check_equal(answer{number}(), {number}, 'N')")]
+                                                f"def judge(answers):\n    check_equal(answers['N'], {number}, 'N')\n\n"
+                                                f"submit({{'N': answer{number}()}}, judge)")]
         return nbformat.v4.new_notebook(cells=cells)
 
     for folder, codes in (("exercises", [STUB] * 3), ("learner", answers)):
