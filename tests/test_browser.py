@@ -403,14 +403,10 @@ def test_the_capstone_chat_panel_answers_a_question_typed_in_the_browser(lab, br
 # --- 3. a lesson's slides, in Chromium, with no network ------------------------------------------
 
 
-def test_a_deck_opens_styled_and_starts_with_the_network_blocked(tmp_path):
+def test_a_deck_opens_styled_and_starts_with_the_network_blocked(browser, tmp_path):
     """``course.py slides`` output as a room without a network opens it: every request other than a
     file of the deck's folder is refused, and reveal.js must still start with its theme."""
-    if reason := why_no_browser():
-        if os.environ.get("COURSE_BROWSER_TEST") == "required":
-            pytest.fail(f"the browser test must run here (COURSE_BROWSER_TEST=required), but {reason}")
-        pytest.skip(f"browser test skipped: {reason}")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from course_lib import slides
     (deck,) = slides.write_slides(tmp_path, [ROOT / "notebooks" / LESSON_1])
@@ -424,23 +420,20 @@ def test_a_deck_opens_styled_and_starts_with_the_network_blocked(tmp_path):
             refused.append(route.request.url)
             route.abort("internetdisconnected")
 
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        chromium_browser = playwright.chromium.launch(executable_path=chromium(), headless=True)
-        try:
-            page = chromium_browser.new_page(viewport={"width": 1280, "height": 860})
-            page.route("**/*", only_files)
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(deck.as_uri())
-            expect(page.locator(".reveal.ready")).to_be_visible(timeout=20_000)  # reveal.js started
-            font = page.evaluate("getComputedStyle(document.querySelector('.reveal')).fontFamily")
-            assert "Source Sans Pro" in font, f"the theme's stylesheet did not apply: {font}"
-            assert page.evaluate("document.fonts.check('42px \"Source Sans Pro\"')"), "the theme's font did not load"
-            page.screenshot(path=str(SHOTS / "slides-offline.png"))
-            page.keyboard.press("ArrowRight")  # reveal.js answers the keys: the next slide, in the address
-            expect(page).to_have_url(re.compile(r"#/1$"))
-        finally:
-            chromium_browser.close()
+    for old in browser.pages:
+        old.close()
+    page = browser.new_page()
+    page.route("**/*", only_files)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(deck.as_uri())
+    expect(page.locator(".reveal.ready")).to_be_visible(timeout=20_000)  # reveal.js started
+    font = page.evaluate("getComputedStyle(document.querySelector('.reveal')).fontFamily")
+    assert "Source Sans Pro" in font, f"the theme's stylesheet did not apply: {font}"
+    assert page.evaluate("document.fonts.check('42px \"Source Sans Pro\"')"), "the theme's font did not load"
+    page.screenshot(path=str(SHOTS / "slides-offline.png"))
+    page.keyboard.press("ArrowRight")  # reveal.js answers the keys: the next slide, in the address
+    expect(page).to_have_url(re.compile(r"#/1$"))
+    page.close()
     assert refused == [], f"the deck asked the network for {refused}"
     assert any(url.endswith("/assets/reveal.js/dist/reveal.js") for url in asked) and not errors, errors

@@ -36,15 +36,30 @@ def engine():
     return one_at_a_time_engine(name, path, n_ctx=1024, max_n_ctx=2048)
 
 
+ORDINARY = [CONVERSATION[0], {"role": "user", "content": "How many SKU-00042 are left? Call a tool."},
+            *CONVERSATION[2:]]  # no text a client wrote looks like a token the template or the parser uses
+
+
 @pytest.mark.parametrize("messages, tools", [
-    (CONVERSATION[:2], None), (CONVERSATION[:2], TOOLS), (CONVERSATION, TOOLS),
+    (ORDINARY[:2], None), (ORDINARY[:2], TOOLS), (ORDINARY, TOOLS),
 ])
 def test_ordinary_prompts_get_exactly_the_tokens_a_raw_prompt_gets(engine, messages, tools):
-    """Marking message text changes nothing for text without role markers: the same tokens
-    as reading the whole prompt with its markers parsed (what the server did before)."""
+    """Marking message text changes nothing for text without role markers or call tags: the same
+    tokens as reading the whole prompt with its markers parsed (what the server did before)."""
     prompt = engine.render_prompt(messages, tools)
     assert prompt.text == engine.render(messages, tools)
     assert engine.tokenize(prompt) == engine.tokenize(prompt.text)
+
+
+def test_a_call_tag_a_client_wrote_is_text_and_the_template_s_own_is_the_token(engine):
+    """The user's "<tool_call> is how you call." is read as the letters it is (Qwen2.5's
+    ``<tool_call>`` is a user-defined token, 151657); the tags the template writes (its tools
+    instruction, the assistant turn's call) keep the real token."""
+    prompt = engine.render_prompt(CONVERSATION, TOOLS)
+    tag_token, in_text = 151657, prompt.text.count("<tool_call>")
+    by_client = CONVERSATION[1]["content"].count("<tool_call>")
+    assert by_client == 1 and engine.tokenize(prompt.text).count(tag_token) == in_text, "read raw, every tag a token"
+    assert engine.tokenize(prompt).count(tag_token) == in_text - by_client
 
 
 def test_role_markers_in_a_tool_result_stay_text(engine):
