@@ -12,9 +12,9 @@ to check. Here every number has a source:
   minutes are words / ``--wpm`` (200 words a minute by default, a usual rate for technical
   text; code is counted word for word at the same rate);
 - **running**: the seconds each code cell took in the committed run, read from the
-  notebook's own ``execution`` timestamps (kernel start not included), and the README's
+  notebook's own ``execution`` timestamps (kernel start not included), and docs/teaching.md's
   measured run time for the whole lesson, kernel and server start included
-  (``README_RUN_TIMES``: its exact words, which must still be in README.md);
+  (``README_RUN_TIMES``: its exact words, which must still be in that page);
 - **exercises**: how many the lesson has (``solutions/``) and how many lines their solutions
   take (between the ``### BEGIN SOLUTION`` markers); the minutes per exercise are an
   allowance you choose (``--exercise-minutes``, 10 by default), not a measurement.
@@ -51,9 +51,10 @@ ROOT = Path(__file__).resolve().parent.parent
 WORDS_PER_MINUTE = 200
 MINUTES_PER_EXERCISE = 10
 
-# The README's measured run time of each lesson top to bottom on 2 cores (section "For
-# instructors"): lesson -> (seconds in full, seconds with COURSE_QUICK=1 or None, its words).
-# Where the README gives a range ("2 to 3 minutes"), the upper end is used.
+# The measured run time of each lesson top to bottom on 2 cores, as the instructors' page
+# (RUN_TIMES_PAGE) says it: lesson -> (seconds in full, seconds with COURSE_QUICK=1 or None, its
+# words). Where the page gives a range ("2 to 3 minutes"), the upper end is used.
+RUN_TIMES_PAGE = "docs/teaching.md"
 README_RUN_TIMES: dict[str, tuple[float, float | None, str]] = {
     "1": (29, None, "lesson 1 29 s, 2 37 s, 3 193 s, 4 213 s, 5 227 s, 6 109 s, 7 130 s"),
     "2": (37, None, "lesson 1 29 s, 2 37 s, 3 193 s, 4 213 s, 5 227 s, 6 109 s, 7 130 s"),
@@ -178,12 +179,13 @@ def sections_of(notebook: Any) -> list[Section]:
 
 
 def readme_run_times(readme: str) -> dict[str, tuple[float, float | None]]:
-    """``README_RUN_TIMES`` after checking that README.md still says each of them."""
+    """``README_RUN_TIMES`` after checking that the instructors' page (``RUN_TIMES_PAGE``, given
+    as its text) still says each of them."""
     text = " ".join(readme.split())
     for number, (_, _, words) in README_RUN_TIMES.items():
         for said in (words, QUICK_WORDS.get(number)):
             if said and said not in text:
-                raise ValueError(f"README.md no longer says {said!r} (lesson {number}'s run time): "
+                raise ValueError(f"{RUN_TIMES_PAGE} no longer says {said!r} (lesson {number}'s run time): "
                                  "measure again and update README_RUN_TIMES in course_lib/lesson_plan.py")
     return {number: (full, quick) for number, (full, quick, _) in README_RUN_TIMES.items()}
 
@@ -237,7 +239,7 @@ def appendices(root: Path = ROOT) -> list[Path]:
 
 def lessons(root: Path = ROOT) -> list[Lesson]:
     """Every lesson in ``notebooks/``, in the course's order (9a and 9b after 9)."""
-    readme = readme_run_times((root / "README.md").read_text(encoding="utf-8"))
+    readme = readme_run_times((root / RUN_TIMES_PAGE).read_text(encoding="utf-8"))
     paths = [path for path in notebooks_in(root) if LESSON_FILE.match(path.name)]
     if not paths:
         raise ValueError(f"no lessons (NN_name.ipynb) in {root / 'notebooks'}")

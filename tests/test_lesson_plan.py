@@ -36,7 +36,7 @@ def test_sections_count_words_code_and_seconds():
 
 @pytest.mark.release
 def test_a_lesson_is_measured_from_its_notebook_and_its_solutions():
-    readme = lesson_plan.readme_run_times((ROOT / "README.md").read_text(encoding="utf-8"))
+    readme = lesson_plan.readme_run_times((ROOT / lesson_plan.RUN_TIMES_PAGE).read_text(encoding="utf-8"))
     lesson = lesson_plan.measure(ROOT / "notebooks" / "01_the_wire.ipynb", readme)
     notebook = nbformat.read(lesson.path, as_version=4)
     assert lesson.number == "1" and lesson.title.startswith("Lesson 1 · The wire")
@@ -68,7 +68,9 @@ def test_an_appendix_is_no_lesson_and_a_misnamed_notebook_is_an_error(tmp_path):
     assert [path.name for path in lesson_plan.appendices(ROOT)] == ["appendix_under_the_hood.ipynb"]
     course = tmp_path / "course"
     (course / "notebooks").mkdir(parents=True)
-    (course / "README.md").write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    (course / "docs").mkdir()
+    (course / lesson_plan.RUN_TIMES_PAGE).write_text((ROOT / lesson_plan.RUN_TIMES_PAGE).read_text(encoding="utf-8"),
+                                                     encoding="utf-8")
     for name in ("01_the_wire.ipynb", "09a_defense_table.ipynb", "appendix_under_the_hood.ipynb"):
         (course / "notebooks" / name).write_bytes((ROOT / "notebooks" / name).read_bytes())
     assert [lesson.number for lesson in lesson_plan.lessons(course)] == ["1", "9a"]
@@ -81,9 +83,9 @@ def test_an_appendix_is_no_lesson_and_a_misnamed_notebook_is_an_error(tmp_path):
 
 @pytest.mark.release
 def test_a_run_time_the_readme_no_longer_says_is_an_error():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    lesson_plan.readme_run_times(readme)  # today's README says all of them
-    with pytest.raises(ValueError, match="README.md no longer says 'Lesson 10 takes about 2.5 minutes'"):
+    readme = (ROOT / lesson_plan.RUN_TIMES_PAGE).read_text(encoding="utf-8")
+    lesson_plan.readme_run_times(readme)  # today's page says all of them
+    with pytest.raises(ValueError, match="docs/teaching.md no longer says 'Lesson 10 takes about 2.5 minutes'"):
         lesson_plan.readme_run_times(readme.replace("Lesson 10 takes about 2.5 minutes", "Lesson 10 takes 3 minutes"))
 
 
