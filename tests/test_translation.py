@@ -139,10 +139,12 @@ def course(tmp_path: Path) -> Path:
                                                            markdown("02-01", "A cell that moves.")])
     write_notebook(tmp_path / "exercises" / "01_a.ipynb", [
         markdown("e-00", "# Exercises · Lesson 01, addition"),
-        code("e-setup", "from course_lib.grading import check_equal"),
+        code("e-setup", "from course_lib.grading import check_equal, submit"),
         markdown("e-01", "## Exercise 1 · Addition\n\nWrite `add`."),
         code("e-02", f"def add(a, b):\n    {STUB}"),
-        code("e-03", '# CHECK exercise 1\ncheck_equal(add(1, 2), 3, f"add(1, 2) is {1 + 2}", "use the + operator")')])
+        code("e-03", '# CHECK exercise 1\ndef judge(answers):\n'
+                     '    check_equal(answers["sum"], 3, f"add(1, 2) is {1 + 2}", "use the + operator")\n\n'
+                     'submit({"sum": add(1, 2)}, judge)')])
     (tmp_path / "README.md").write_text("# Course\n\nStart with [lesson 1](notebooks/01_a.ipynb).\n\n## Start\n\n"
                                         "Steps.\n\n## Start\n\nAgain.\n")
     (tmp_path / "data").mkdir()
