@@ -344,6 +344,10 @@ _TEXT = (str, bytes)
 _NUMBERS = (bool, int, float, complex)
 
 
+PAIRWISE_LIMIT = 64  # a dict or set of answers larger than this is compared by exact keys (no O(n²) search)
+_KEYS = (str, int, float, bool, type(None), bytes)
+
+
 def same(actual: Any, expected: Any) -> bool:
     """``actual == expected``, decided by ``expected``'s plain type when it has one.
 
@@ -374,14 +378,25 @@ def same(actual: Any, expected: Any) -> bool:
         if not isinstance(actual, dict):
             return False
         pairs = list(dict.items(actual))
-        return len(pairs) == len(expected) and all(
-            any(same(key, wanted) and same(value, wanted_value) for key, value in pairs)
-            for wanted, wanted_value in expected.items())
+        if len(pairs) != len(expected):
+            return False
+        if len(pairs) > PAIRWISE_LIMIT:  # looked up by exact type and value: linear, not pair by pair
+            index = {(type(key), key): value for key, value in pairs if type(key) in _KEYS}
+            return all(type(wanted) in _KEYS and (type(wanted), wanted) in index
+                       and same(index[(type(wanted), wanted)], wanted_value)
+                       for wanted, wanted_value in expected.items())
+        return all(any(same(key, wanted) and same(value, wanted_value) for key, value in pairs)
+                   for wanted, wanted_value in expected.items())
     if kind in (set, frozenset):
         if not isinstance(actual, (set, frozenset)):
             return False
         items = list(set.__iter__(actual) if isinstance(actual, set) else frozenset.__iter__(actual))
-        return len(items) == len(expected) and all(any(same(item, wanted) for item in items) for wanted in expected)
+        if len(items) != len(expected):
+            return False
+        if len(items) > PAIRWISE_LIMIT:
+            found = {(type(item), item) for item in items if type(item) in _KEYS}
+            return all(type(wanted) in _KEYS and (type(wanted), wanted) in found for wanted in expected)
+        return all(any(same(item, wanted) for item in items) for wanted in expected)
     return bool(actual == expected)
 
 

@@ -83,8 +83,18 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "exercises"  # the check cells that count are these, never a submission's copy
 STUB_MESSAGE = "Exercise: replace this line with your solution."  # what course_lib.exercises.STUB raises
-HEADING = re.compile(r"^##\s+(Exercise|Step)\s+(\d+)\s*·\s*(.+?)\s*$")
-NOTEBOOK_TITLE = re.compile(r"^#\s+Exercises?\s*·\s*Lesson\s+\d+,\s*(.+?)\s*$")
+# Both read a learner's text in the grader: no lazy group before a trailing ``\s*$`` (it backtracks
+# quadratically on a line of spaces), and only a line's first LINE_CHARS characters (``first_line``).
+HEADING = re.compile(r"^##\s+(Exercise|Step)\s+(\d+)\s*·\s*(\S.*)$")
+NOTEBOOK_TITLE = re.compile(r"^#\s+Exercises?\s*·\s*Lesson\s+\d+,\s*(\S.*)$")
+LINE_CHARS = 300
+EDITIONS = ("ja",)  # the translated editions a notebook may say it belongs to (exercises/<edition>/)
+
+
+def first_line(source: str) -> str:
+    """A cell's first line as the grader reads it: cut to ``LINE_CHARS`` characters, trailing
+    blanks dropped."""
+    return (source.splitlines() or [""])[0][:LINE_CHARS].rstrip()
 
 
 def is_check(cell: Any) -> bool:
@@ -113,7 +123,7 @@ def headings_of(english: Any) -> dict[str, tuple[str, int]]:
     """The heading cells of an English notebook by cell id: ``("Exercise", 2)``, ``("Step", 1)``."""
     found = {}
     for cell in english.cells:
-        heading = HEADING.match((cell.source.splitlines() or [""])[0]) if cell.cell_type == "markdown" else None
+        heading = HEADING.match(first_line(cell.source)) if cell.cell_type == "markdown" else None
         if heading and cell.get("id"):
             found[cell.id] = (heading.group(1), int(heading.group(2)))
     return found
@@ -135,18 +145,18 @@ def sections(notebook: Any, english: Any = None) -> list[Section]:
     hold its headings (same ids) are the headings, each titled after its ``·``.
     """
     headings = headings_of(english) if english is not None else {}
-    first_line = (notebook.cells[0].source.splitlines() or [""])[0] if notebook.cells else ""
-    lesson_title = NOTEBOOK_TITLE.match(first_line)
-    title_of_lesson = _after(first_line, ",、") if english is not None else \
+    title_line = first_line(notebook.cells[0].source) if notebook.cells else ""
+    lesson_title = NOTEBOOK_TITLE.match(title_line)
+    title_of_lesson = _after(title_line, ",、") if english is not None else \
         lesson_title.group(1) if lesson_title else ""
     parts = [Section(0, "setup")]
     for cell in notebook.cells:
-        line = (cell.source.splitlines() or [""])[0]
+        line = first_line(cell.source)
         heading: tuple[str, int, str] | None = None
         if cell.cell_type == "markdown" and cell.get("id") in headings:
             kind, number = headings[cell.id]  # titled after its heading line (a notice may come first)
-            heading = (kind, number, _after(next((text for text in cell.source.splitlines() if text.startswith("#")),
-                                                 line), "·"))
+            heading = (kind, number, _after(next((text[:LINE_CHARS] for text in cell.source.splitlines()
+                                                  if text.startswith("#")), line), "·"))
         elif cell.cell_type == "markdown" and (found := HEADING.match(line)):
             heading = (found.group(1), int(found.group(2)), found.group(3))
         if heading and heading[0] == "Exercise":
@@ -569,6 +579,8 @@ SUSPICIOUS_NAMES = {
     "signal": "handles signals", "fork": "forks processes", "kill": "kills processes",
     "globals": "changes globals()", "linecache": "reads the kernel's source cache",
 }
+TEXT_AS_CODE = {"exec": "runs text as code (exec)", "eval": "runs text as code (eval)",
+                "compile": "compiles text as code", "__import__": "imports a name made as text"}  # bare names only
 
 
 def review_notes(cells: list[Any]) -> list[str]:
@@ -578,7 +590,10 @@ def review_notes(cells: list[Any]) -> list[str]:
     for cell in cells:
         try:
             tree = ast.parse(cell.source)
-        except SyntaxError:
+        except SyntaxError:  # the learner's mistake, shown by the run itself
+            continue
+        except (RecursionError, MemoryError, ValueError):  # too deep or too odd to read: worth a look
+            found.add("code the grader could not read")
             continue
         for node in ast.walk(tree):
             bound = []
@@ -604,6 +619,8 @@ def review_notes(cells: list[Any]) -> list[str]:
                           or name == node.attr}
             elif isinstance(node, ast.Name) and node.id in SUSPICIOUS_NAMES and node.id not in ("signal", "kill"):
                 found.add(SUSPICIOUS_NAMES[node.id])
+            elif isinstance(node, ast.Name) and node.id in TEXT_AS_CODE:  # not re.compile: a bare name
+                found.add(TEXT_AS_CODE[node.id])
     return sorted(found)
 
 
@@ -695,6 +712,9 @@ def _grade_file(path: Path, name: str, reference: Path, folder: Path, env: dict[
         message = f"not a readable notebook: {type(problem).__name__}: {problem}"
         return [Result(name, None, "", "error", message[:300])]
     language, english = language_of(learner), None
+    if language not in ("en", *EDITIONS):  # the learner's metadata names it: never a path to follow
+        return [Result(name, None, "", "error", f"the notebook says it is in the language {language[:40]!r}, which "
+                       f"the course has no edition of ({', '.join(('en', *EDITIONS))})")]
     if language != "en":  # a translated edition's notebook: its published notebook is that edition's
         english, reference = nbformat.read(reference, as_version=4), reference.parent / language / reference.name
         if not reference.is_file():

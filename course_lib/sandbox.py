@@ -484,9 +484,9 @@ def _running_uids() -> set[int]:
 def remove(folder: Path) -> None:
     """Delete a scratch folder, whatever its kernel did to the permissions inside."""
     def unlock(function: Any, path: str, _: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
+        try:  # never through a link the kernel left: it could point at a file of yours
+            os.chmod(os.path.dirname(path), 0o700, follow_symlinks=False)
+            os.chmod(path, 0o700, follow_symlinks=False)
             function(path)
         except OSError:
             pass

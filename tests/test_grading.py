@@ -975,3 +975,73 @@ def test_no_exercise_reads_another_exercises_names(path):
         others = set().union(*(names(other.code)[0] for other in parts[1:] if other is not part))
         borrowed = (used - own - setup) & others
         assert not borrowed, f"exercise {part.number} reads {sorted(borrowed)} from another exercise"
+
+
+# --- the grader reads a learner's text and answers in its own process: never slowly, never as a path ---
+
+
+def test_a_notebook_that_names_another_language_is_an_error_and_nothing_of_it_is_judged(tmp_path):
+    """The metadata's language picks the published notebook: a path there would make the learner's
+    own file the "published" one, its judges run in the grader. Only the course's editions count."""
+    learner = nbformat.read(ROOT / "exercises" / "06_side_effects.ipynb", as_version=4)
+    for language in ("../../submissions/mallory", str(tmp_path), "xx"):
+        learner.metadata["course"] = {"language": language}
+        path = tmp_path / "06_side_effects.ipynb"
+        nbformat.write(learner, path)
+        (result,) = grade(path, cell_timeout=5)
+        assert result.status == "error" and "has no edition of" in result.message, result
+
+
+def test_a_heading_line_of_millions_of_spaces_is_read_at_once():
+    from course_lib.grading import HEADING, first_line
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Exercises · Lesson 01," + " " * 3_000_000 + "x"),
+        nbformat.v4.new_markdown_cell("## Exercise 1 · a" + " " * 3_000_000 + "x"),
+        nbformat.v4.new_markdown_cell("## Exercise 2 · Tokens per second  ")])
+    started = time.process_time()
+    parts = sections(notebook)
+    assert time.process_time() - started < 1.0
+    assert [part.number for part in parts] == [0, 1, 2] and parts[2].title == "Tokens per second"
+    assert HEADING.match(first_line("## Step 3 · a title")).group(3) == "a title"
+
+
+def test_the_lesson_3_judge_never_runs_a_pattern_that_backtracks(tmp_path):
+    """Exercise 3.1's judge tries the learner's SKU pattern on a few strings in the grader's own
+    process: a short, simple one runs; a nested or long one fails before any match is tried."""
+    from course_lib.grading import judge_of
+    published = nbformat.read(ROOT / "exercises" / "03_tool_calls.ipynb", as_version=4)
+    judge = next(judge_of(cell.source) for cell in published.cells if is_check(cell) and "pattern" in cell.source)
+    tool = {"type": "function", "function": {
+        "name": "get_product_stock", "description": "Units in stock of one product. Use this when the user asks "
+                                                    "how many of a product are left.",
+        "parameters": {"type": "object", "properties": {
+            "sku": {"type": "string", "description": "the SKU", "pattern": r"^SKU-\d{5}$"},
+            "warehouse": {"type": "string", "enum": ["tokyo", "osaka"]}}, "required": ["sku"]}}}
+    judge({"tool": tool})  # the worked answer passes
+    for evil in ["(.*.*)" * 30 + r"[^\s\S]", "(a+)+$", "(.*)*(.*)*x", "^SKU-" + r"\d" * 40 + "$"]:
+        tool["function"]["parameters"]["properties"]["sku"]["pattern"] = evil
+        started = time.process_time()
+        with pytest.raises(CheckFailed, match="short and simple"):
+            judge({"tool": tool})
+        assert time.process_time() - started < 0.5, evil
+
+
+def test_text_run_as_code_is_flagged_but_re_compile_is_not():
+    from course_lib.grading import review_notes
+    cells = [nbformat.v4.new_code_cell('exec("_s = sub" + "mit")'), nbformat.v4.new_code_cell("x = eval('1')"),
+             nbformat.v4.new_code_cell("import re\nPATTERN = re.compile(r'^SKU-\\d{5}$')"),
+             nbformat.v4.new_code_cell("x = " + "1 + " * 100_000 + "1")]
+    notes = review_notes(cells)
+    assert "runs text as code (exec)" in notes and "runs text as code (eval)" in notes
+    assert "compiles text as code" not in notes and "code the grader could not read" in notes
+    assert review_notes([cells[2]]) == []
+
+
+def test_comparing_large_answers_takes_linear_time():
+    from course_lib.checks import same
+    wanted = {f"key {number}": number for number in range(60_000)}
+    started = time.process_time()
+    assert same(dict(wanted), wanted) and not same({**wanted, "key 1": 2}, wanted)
+    assert same(set(wanted), set(wanted)) and not same(set(wanted) - {"key 1"} | {"other"}, set(wanted))
+    assert time.process_time() - started < 2.0
+    assert same({1: "a"}, {1.0: "a"}) and same({(1, 2): [3]}, {(1, 2): [3]}), "small answers keep their rules"
