@@ -32,8 +32,10 @@ from __future__ import annotations
 import functools
 import json
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import accumulate
 from typing import Any
 
 from jinja2 import Template
@@ -134,9 +136,14 @@ def client_copies(prompt: Prompt, structure: re.Pattern[str], start: int, end: i
     >>> client_copies(prompt, re.compile("<t>"), 0, 7)
     [(4, 7)]
     """
-    spans = prompt.text_spans
-    return [match.span() for match in structure.finditer(prompt.text, start, end)
-            if any(a < match.end() and match.start() < b for a, b in spans)]
+    spans = sorted(prompt.text_spans)
+    starts, ends = [a for a, _ in spans], list(accumulate((b for _, b in spans), max))
+    found = []
+    for match in structure.finditer(prompt.text, start, end):
+        before = bisect_left(starts, match.end())  # the spans that start before the match ends ...
+        if before and ends[before - 1] > match.start():  # ... and one of them ends after it starts
+            found.append(match.span())
+    return found
 
 
 def token_pieces(prompt: Prompt, markers: re.Pattern[str], structure: re.Pattern[str] | None = None

@@ -105,6 +105,42 @@ def test_a_pattern_whose_parse_states_explode_is_refused_before_any_token(client
     assert "ambiguity" in ollama.json()["error"] and "ambiguity" in openai.json()["error"]["message"]
 
 
+def test_patterns_live_side_by_side_are_bounded_together(client):
+    """Each branch of an ``anyOf`` is live at once: 320 branches of an allowed pattern (392 each)
+    would be 125,000 states at every token, so the schema's patterns are bounded as a sum."""
+    branches = {"anyOf": [{"anyOf": [{"type": "string", "pattern": "^.{0,1}.{0,28}$"}] * 64}] * 5}
+    with pytest.raises(SchemaTooComplex, match="add up to an ambiguity of at most"):
+        check_format(branches)
+    answer = client.post("/api/chat", json={"model": FAKE_MODEL, "messages": HI, "stream": False, "format": branches})
+    assert answer.status_code == 400 and "add up to" in answer.json()["error"]
+    check_format({"anyOf": [{"type": "string", "pattern": "^.{0,28}.{0,28}$"}, {"type": "string", "pattern": "^x$"}]})
+
+
+def test_an_assistant_turn_holds_a_bounded_number_of_calls(client):
+    """Every call the template writes is read again by the tokenizer: 10,000 of them in one turn
+    (4 MB, few lists) were minutes of work before any budget started. At most 64, else a 400."""
+    call = {"function": {"name": "a", "arguments": {}}}
+    for count, status in ((64, 200), (65, 400)):
+        messages = [*HI, {"role": "assistant", "content": "", "tool_calls": [call] * count},
+                    {"role": "user", "content": "and?"}]
+        answer = client.post("/api/chat", json={"model": FAKE_MODEL, "messages": messages, "stream": False,
+                                                "options": {"num_predict": 1}})
+        assert answer.status_code == status, answer.text
+    assert "64" in answer.json()["error"]
+
+
+def test_finding_a_client_copy_of_a_call_tag_is_linear_in_the_prompt():
+    import re
+
+    from course_lib.chat_template import Prompt, client_copies
+    text = "<t>" + "x<t>" * 100_000
+    prompt = Prompt(text, tuple((4 * i + 3, 4 * i + 4) for i in range(100_000)))  # every x a client's text
+    started = time.process_time()
+    assert client_copies(prompt, re.compile("<t>"), 0, len(text)) == []
+    assert time.process_time() - started < 1.0
+    assert client_copies(Prompt("ab<t>cd", ((0, 3),)), re.compile("<t>"), 0, 7) == [(2, 5)], "a copy that straddles"
+
+
 @pytest.mark.parametrize("pattern", [r"^\d{4}-\d{2}-\d{2}$", "^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$", "^(tokyo|osaka)$",
                                      "^[^@ ]+@[^@ ]+$", "^.{999}$", "^[a-z]{1,200}$", r"^\+?[0-9 ]{7,15}$",
                                      r"^[a-z0-9._-]{1,64}@[a-z0-9.-]{1,190}\.[a-z]{2,24}$", "^.{0,28}.{0,28}$"])

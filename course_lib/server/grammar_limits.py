@@ -39,6 +39,7 @@ MAX_SCHEMA_NODES = 1_000  # objects and arrays in one format schema
 MAX_REPEAT = 1_000  # minLength, maxLength, minItems, ...; and a pattern's counts, multiplied when nested
 MAX_PATTERN_LENGTH = 256
 MAX_PATTERN_AMBIGUITY = 400  # parse-state work per character after a pattern's first variable part
+MAX_FORMAT_AMBIGUITY = 800  # the same, added up over every pattern of one schema (anyOf branches are live at once)
 MAX_ALTERNATIVES = 64  # enum values, anyOf/oneOf/allOf branches, properties of one object, prefixItems
 MAX_GRAMMAR_NESTING = 1_500  # parentheses in the grammar text: llama.cpp's parser recurses once per level
 LISTED_KEYWORDS = ("enum", "anyOf", "oneOf", "allOf", "prefixItems", "properties", "type")
@@ -56,7 +57,7 @@ class SchemaTooComplex(ValueError):
 def check_format(schema: Any) -> None:
     """Raise ``SchemaTooComplex`` (the server answers 400) unless every part of ``schema`` is
     within the limits above. Walks the schema without recursion: it may be deep."""
-    nodes, stack = 0, [schema]
+    nodes, ambiguity, stack = 0, 0, [schema]
     while stack:
         item = stack.pop()
         if isinstance(item, list):
@@ -71,7 +72,11 @@ def check_format(schema: Any) -> None:
                     raise SchemaTooComplex(f"{keyword} in a format schema may list at most {MAX_ALTERNATIVES} "
                                            "entries: each is a path the grammar follows at every token")
             if "pattern" in item:
-                check_pattern(item["pattern"])
+                ambiguity += check_pattern(item["pattern"])
+                if ambiguity > MAX_FORMAT_AMBIGUITY:
+                    raise SchemaTooComplex(f"the patterns of a format schema may add up to an ambiguity of at most "
+                                           f"{MAX_FORMAT_AMBIGUITY} (here {ambiguity:,} so far): branches of anyOf "
+                                           "are live at once, and each of their states is tried at every token")
             stack += item.values()
         if nodes > MAX_SCHEMA_NODES:
             raise SchemaTooComplex(f"a format schema may have at most {MAX_SCHEMA_NODES} objects and arrays")
@@ -87,8 +92,9 @@ def check_count(value: Any, what: str) -> None:
                                "step of the grammar; validate longer values after generation instead")
 
 
-def check_pattern(pattern: Any) -> None:
-    """Allow a ``pattern`` only in a small subset that the converter and llama.cpp handle safely.
+def check_pattern(pattern: Any) -> int:
+    """Allow a ``pattern`` only in a small subset that the converter and llama.cpp handle safely,
+    and return its ambiguity (``pattern_ambiguity``).
 
     A sequence of atoms, each optionally quantified: a literal letter, digit or one of
     ``LITERALS``; ``.``; an escape of ``ESCAPABLE``; a class ``[...]`` (or ``[^...]``) of those
@@ -120,6 +126,7 @@ def check_pattern(pattern: Any) -> None:
                                f"variable part, {{n,m}}, *, +, ? or an alternative), at most "
                                f"{MAX_PATTERN_AMBIGUITY} is allowed: each is a live state of the grammar at every "
                                "token; use smaller counts, or validate the value after generation")
+    return ambiguity
 
 
 LITERALS = " -_:@,/#=!%&~'"

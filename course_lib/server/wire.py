@@ -30,6 +30,8 @@ JSON nesting           64 levels                    tool schemas nest a few leve
 parsing, rendering     2 at once, off the loop      the event loop passes every stream's tokens
 ``messages``           1,024                        a long agent run is tens of turns
 ``tools``              128                          each costs ~80 prompt tokens (lesson 8)
+``tool_calls``         64 in one message            each is written by the template, then tokenized
+``images``             16 in one message            the model reads none; Ollama's field, bounded
 tool names             1-64 of ``A-Za-z0-9_.:-``    OpenAI's rule, plus the dots and colons of MCP
 ``stop``               16 strings of 1-128 chars    each is checked after every generated token
 ``temperature``        0 to 5                       finite; above 2 the text is noise anyway
@@ -60,6 +62,7 @@ schema lists           64 entries                   ``enum``, ``anyOf``, ``prope
                                                     followed by ``?`` only; others are refused
 pattern ambiguity      400                          parse positions after the first variable part
                                                     (``pattern_ambiguity``): live grammar states
+all patterns' ambiguity 800, added up in one schema  an ``anyOf``'s branches are live at once
 grammar text           256 KiB, nested <= 1,500     checked after conversion, before llama.cpp compiles it
 =====================  ===========================  =============================================
 """
@@ -78,6 +81,8 @@ MAX_JSON_CONTAINERS = 100_000  # lists and objects in a body (every [ and { coun
 BODY_SECONDS = 30.0  # a body must arrive within this (4 MiB at 140 KB/s)
 MAX_MESSAGES = 1024
 MAX_TOOLS = 128
+MAX_TOOL_CALLS = 64  # calls in one assistant message (the template writes and the tokenizer reads each)
+MAX_IMAGES = 16  # images in one message (this server's model reads none; the field is Ollama's)
 MAX_STOPS = 16
 MAX_STOP_LENGTH = 128
 
@@ -132,8 +137,8 @@ class Message(BaseModel):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
-    images: list[str] | None = None
-    tool_calls: list[ToolCallIn] | None = None
+    images: list[str] | None = Field(default=None, max_length=MAX_IMAGES)
+    tool_calls: list[ToolCallIn] | None = Field(default=None, max_length=MAX_TOOL_CALLS)
     tool_name: ToolName | None = None
     thinking: str | None = None
 
