@@ -9,7 +9,7 @@ from llama_reference import reference_engine
 from course_lib.models import resolve_model
 from course_lib.server import batching
 from course_lib.server.batching import BatchedDecoder
-from course_lib.server.engine import STALL_SECONDS, Engine, GenerationStats, batched_engine
+from course_lib.server.engine import STALL_SECONDS, Engine, GenerationStats, PromptTooLong, batched_engine
 from course_lib.server.wire import Options
 
 pytestmark = pytest.mark.model
@@ -89,11 +89,16 @@ def test_weights_not_repacked_batch_four_rows_with_the_same_tokens(monkeypatch):
     assert max(rows) == 4, "all four requests were decoded in one batch"
 
 
-def test_a_request_asks_for_its_own_context_size_between_others(engine):
+def test_a_smaller_window_fits_in_the_servers_context_without_rebuilding_it(engine):
+    """A request's smaller ``num_ctx`` limits its own tokens; it does not drain every slot to
+    build a smaller context and then a default one again for the next request."""
     question = REQUESTS[1]
     before = reply(engine, *question)
+    context = engine.decoder.context
     assert reply(engine, question[0], None, Options(temperature=0, num_predict=40, num_ctx=1024), None) == before
-    assert engine.n_ctx == 1024
+    assert engine.n_ctx == 2048 and engine.decoder.context is context
+    with pytest.raises(PromptTooLong, match="num_ctx is 16"):
+        reply(engine, question[0], None, Options(num_ctx=16, num_predict=1), None)
     assert reply(engine, *question) == before and engine.n_ctx == 2048
 
 

@@ -208,7 +208,10 @@ class Engine:
         if isinstance(prompt, Prompt) and not prompt.calls_allowed:  # tool_choice "none": tools shown, no call
             settings["banned_tokens"] = self.model.call_opening_tokens()
         n_ctx = self.wanted_context(settings.get("num_ctx"))
-        load_duration = self.decoder.fit_context(n_ctx)
+        # A smaller window fits in the context the server has: it limits this request's tokens
+        # (below), it does not make the decoder drain every slot to build a smaller context.
+        context = max(n_ctx, self.default_n_ctx)
+        load_duration = self.decoder.fit_context(context)
         started = time.perf_counter_ns()
         tokens = self.model.tokenize(prompt)
         if len(tokens) >= n_ctx:
@@ -218,7 +221,7 @@ class Engine:
         budget = min(limit, n_ctx - len(tokens))  # num_predict, and the room left in the context
         grammar = self.model.grammar_for(format)  # a bad schema is a 400 before any work
         cache_use = CacheUse()  # the decoder fills it in
-        sampled = self.decoder.sampled_bytes(tokens, settings, grammar, n_ctx, budget, cancel, cache_use)
+        sampled = self.decoder.sampled_bytes(tokens, settings, grammar, context, budget, cancel, cache_use)
         ending = yield from generated_text(sampled, settings.get("stop") or [], budget, cancel, deadline,
                                            self.time_budget)
         finished = time.perf_counter_ns()
