@@ -116,6 +116,24 @@ def test_keep_alive_zero_unloads_which_drops_the_cached_prompt(client, engine, k
     assert generated["done_reason"] == "unload" and engine.forgotten == 2
 
 
+def test_a_burst_of_unloads_waits_as_one_and_takes_one_place_in_line(client, engine):
+    """An unload waits for every slot; a dozen of them took a dozen places (the line is 3 + 8) and
+    a dozen threads, so the next request got a 503. Now one waits; the others add nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+    engine.say("One", ",", " two", ".")
+    engine.unpaused.clear()  # a generation holds a slot until the end of the test
+    with ThreadPoolExecutor(max_workers=14) as pool:
+        running = pool.submit(chat, client)
+        time.sleep(0.3)
+        unloads = [pool.submit(chat, client, messages=[], keep_alive=0) for _ in range(12)]
+        time.sleep(0.5)
+        answered = [future for future in unloads if future.done()]
+        assert len(answered) >= 11 and all(future.result().status_code == 200 for future in answered)
+        engine.unpaused.set()
+        assert running.result().status_code == 200 and all(future.result().status_code == 200 for future in unloads)
+    assert engine.forgotten == 1
+
+
 def test_a_nonzero_keep_alive_keeps_the_cache(client, engine):
     assert chat(client, messages=[], keep_alive="5m").json()["done_reason"] == "load" and engine.forgotten == 0
 

@@ -207,7 +207,7 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
         body = await read_body(request, ChatRequest)
         check_model(engine, body.model)
         if not body.messages:  # Ollama: an empty chat loads the model, or with keep_alive 0 unloads it
-            reason = await load_or_unload(scheduler, body.keep_alive)
+            reason = await load_or_unload(scheduler, body.keep_alive, client_name(request))
             return JSONResponse(loaded_response(engine, {"message": {"role": "assistant", "content": ""}}, reason))
         events = await unless_client_leaves(request, start_chat(engine, scheduler, body, request))
         return await respond(request, engine, events, body.stream, started, "message")
@@ -218,7 +218,7 @@ def create_app(engine: ServedModel, max_queue: int = 8, bound_host: str = "127.0
         body = await read_body(request, GenerateRequest)
         check_model(engine, body.model)
         if not body.prompt:  # Ollama: an empty prompt loads the model, or with keep_alive 0 unloads it
-            reason = await load_or_unload(scheduler, body.keep_alive)
+            reason = await load_or_unload(scheduler, body.keep_alive, client_name(request))
             return JSONResponse(loaded_response(engine, {"response": ""}, reason))
         if body.raw:
             prompt: str | Prompt = body.prompt  # the caller's own template: its markers are markers
@@ -477,12 +477,12 @@ def loaded_response(engine: ServedModel, part: dict[str, Any], reason: str = "lo
     return {"model": engine.name, "created_at": now_rfc3339(), **part, "done": True, "done_reason": reason}
 
 
-async def load_or_unload(scheduler: Scheduler, keep_alive: str | int | float | None) -> str:
+async def load_or_unload(scheduler: Scheduler, keep_alive: str | int | float | None, client: str = LOCAL) -> str:
     """What an empty request does, as in Ollama: ``keep_alive`` 0 "unloads" the model, which here
     means its cached prompt is dropped (the weights stay loaded); anything else "loads" it."""
     if keep_alive is not None and str(keep_alive).strip().rstrip("smh") in ("0", "0.0"):
         try:
-            await scheduler.forget_cache()
+            await scheduler.forget_cache(client)
         except QueueFull as error:  # it waits for every slot: it takes a place in line like a generation
             raise ApiError(503, str(error)) from None
         return "unload"

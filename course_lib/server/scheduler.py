@@ -121,6 +121,7 @@ class Scheduler:
         self._admitted = 0  # running plus waiting
         self._by_client: Counter[str] = Counter()
         self._cancels: set[threading.Event] = set()
+        self._forgetting = False  # a forget_cache is waiting or running: another one has nothing to add
 
     def admit(self, client: str = LOCAL) -> None:
         """Take a place in line for ``client`` (an address; ``LOCAL`` for this machine), or raise
@@ -202,13 +203,23 @@ class Scheduler:
             cancel.set()
             self._cancels.discard(cancel)
 
-    async def forget_cache(self) -> None:
+    async def forget_cache(self, client: str = LOCAL) -> None:
         """Drop the engine's cached prompts once the model is free (after any running generation).
 
-        It waits for every slot, so it takes a place in line as a generation does: ``QueueFull``
-        when the line is full (a flood of them must not pile up behind the model).
+        It waits for every slot, so it takes a place in line as a generation does, in ``client``'s
+        name (its share of the line, as a generation's): ``QueueFull`` when the line is full. One
+        forget at a time: while one waits or runs, another returns at once (the cache will be
+        empty all the same), so a flood of them holds neither the line nor threads.
         """
-        self.admit()
+        with self._count_lock:
+            if self._forgetting:
+                return
+            self._forgetting = True
+        try:
+            self.admit(client)
+        except QueueFull:
+            self._forgetting = False
+            raise
 
         def work() -> None:
             with self._all_slots:
@@ -222,7 +233,8 @@ class Scheduler:
         try:
             await asyncio.to_thread(work)
         finally:
-            self._leave()
+            self._forgetting = False
+            self._leave(client)
 
     def cancel_all(self) -> None:
         """Stop every generation (used at shutdown)."""
