@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-from . import config
 from .grading import PUBLISHED, Result, format_report, grade
 
 if TYPE_CHECKING:  # imported when needed: the server is heavy
@@ -53,12 +52,13 @@ UNSAFE = ("UNSAFE: graded with --unsafe-trust-the-class, without a sandbox: ever
 class ModelServer:
     """One model server for many kernels, started only when a notebook needs the model.
 
-    Your own Ollama is used when it answers and has the model (as ``connect()`` does),
-    unless ``COURSE_EMBEDDED=1``; otherwise one embedded server is started and stopped
-    with this object (``start`` makes another kind: any object with ``url``, ``running``
-    and ``stop()``). Kernels reach it through ``OLLAMA_HOST``. ``check()`` is called before
-    and after each submission that uses it: a server that stopped answering is started again
-    (if it is ours; your own Ollama is replaced by an embedded one), and the submission's rows
+    The course's own embedded server, started and stopped with this object (``start`` makes
+    another kind: any object with ``url``, ``running`` and ``stop()``), never your own Ollama,
+    even when one answers: the kernels reach the server through a relay that passes bytes, and
+    Ollama also serves ``/api/delete``, ``/api/create`` and ``/api/pull``, which a submission
+    must not reach (the embedded server has no such routes). Kernels reach it through
+    ``OLLAMA_HOST``. ``check()`` is called before and after each submission that uses it: a
+    server that stopped answering is started again, and the submission's rows
     say so. ``turn`` is held around such a submission, so that with several graded at once
     the submission a stop is put on is the one that was using the server.
     """
@@ -84,14 +84,7 @@ class ModelServer:
         if not uses_model(notebook):
             return None
         if self._url is None:
-            from .client import resolve_host
-            from .runtime import answers, has_model
-
-            host = resolve_host()
-            if self._start is None and not config.embedded_only() and answers(host) and has_model(host, self.model):
-                self._url = host
-            else:
-                self._launch()
+            self._launch()
         return self._url
 
     def _launch(self) -> None:

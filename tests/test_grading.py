@@ -1045,3 +1045,28 @@ def test_comparing_large_answers_takes_linear_time():
     assert same(set(wanted), set(wanted)) and not same(set(wanted) - {"key 1"} | {"other"}, set(wanted))
     assert time.process_time() - started < 2.0
     assert same({1: "a"}, {1.0: "a"}) and same({(1, 2): [3]}, {(1, 2): [3]}), "small answers keep their rules"
+
+
+def test_a_class_never_reaches_the_instructors_own_ollama(monkeypatch):
+    """The kernels' relay passes bytes to the model server; Ollama also serves /api/delete,
+    /api/create and /api/pull. So a class always gets the course's own server, even when an
+    Ollama with the model answers."""
+    from course_lib import runtime
+    from course_lib.gradebook import ModelServer
+    monkeypatch.setattr(runtime, "answers", lambda url: True)
+    monkeypatch.setattr(runtime, "has_model", lambda url, model: True)
+    monkeypatch.delenv("COURSE_EMBEDDED", raising=False)
+    started = []
+
+    class Ours:
+        url, running = "http://127.0.0.1:1", True
+
+        def __init__(self):
+            started.append(self)
+
+        def stop(self):
+            self.running = False
+
+    monkeypatch.setattr(runtime, "EmbeddedServer", Ours)  # what a class starts when nothing else is named
+    server = ModelServer()
+    assert server.url_for(ROOT / "exercises" / "01_the_wire.ipynb") == Ours.url and len(started) == 1
