@@ -423,16 +423,22 @@ def test_a_generation_past_its_time_budget_ends_with_a_400_in_each_format():
     server = EmbeddedServer("--request-seconds", "2", "--parallel", "1")
     try:
         essay = [{"role": "user", "content": "Write a very long essay about the sea."}]
+        # A grammar that allows no end before 1,000 characters: the model cannot finish early, on
+        # any machine, however briefly it would have answered (a short essay was a 200 once).
+        long = {"type": "string", "minLength": 1000}
+        tool = {"name": "write", "description": "Write the essay.",
+                "input_schema": {"type": "object", "properties": {"text": long}, "required": ["text"]}}
         started = time.perf_counter()
-        whole = httpx.post(server.url + "/api/chat", json=chat(messages=essay, options={"num_predict": 2000}),
-                           timeout=120)
+        whole = httpx.post(server.url + "/api/chat", json=chat(messages=essay, format=long,
+                                                                options={"num_predict": 2000}), timeout=120)
         took = time.perf_counter() - started
-        streamed = httpx.post(server.url + "/api/chat", json={**chat(messages=essay), "stream": True,
+        streamed = httpx.post(server.url + "/api/chat", json={**chat(messages=essay), "stream": True, "format": long,
                                                               "options": {"num_predict": 2000}}, timeout=120)
-        openai_reply = httpx.post(server.url + "/v1/chat/completions",
-                                  json=openai(messages=essay, max_tokens=2000), timeout=120)
-        anthropic_reply = httpx.post(server.url + "/v1/messages",
-                                     json=anthropic(messages=essay, max_tokens=2000), timeout=120)
+        openai_reply = httpx.post(server.url + "/v1/chat/completions", json=openai(
+            messages=essay, max_tokens=2000,
+            response_format={"type": "json_schema", "json_schema": {"name": "essay", "schema": long}}), timeout=120)
+        anthropic_reply = httpx.post(server.url + "/v1/messages", json=anthropic(
+            messages=essay, max_tokens=2000, tools=[tool], tool_choice={"type": "tool", "name": "write"}), timeout=120)
     finally:
         server.stop()
     assert whole.status_code == 400 and "2 s per request" in whole.json()["error"]
