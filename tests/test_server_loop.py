@@ -92,8 +92,10 @@ def wait_for_reader(fifo: Path, timeout: float = 10) -> int:
             time.sleep(0.01)
 
 
-def test_an_unload_takes_a_place_in_line(tmp_path):
-    """``keep_alive: 0`` waits for every slot; with the line full it is a 503, not one more waiter."""
+def test_an_unload_takes_a_place_in_line_and_later_ones_add_nothing(tmp_path):
+    """``keep_alive: 0`` waits for every slot in a place in line; while it waits, more unloads
+    return at once (the cache will be empty all the same) instead of each taking a place, and a
+    generation finds the line full: a 503, not one more waiter."""
     engine = FakeEngine(tmp_path / "fake.gguf")
     engine.unpaused.clear()
     unload = {"model": FAKE_MODEL, "messages": [], "keep_alive": 0}
@@ -105,13 +107,15 @@ def test_an_unload_takes_a_place_in_line(tmp_path):
         waiting = threading.Thread(target=httpx.post, args=(url + "/api/chat",), kwargs={"json": unload, "timeout": 30})
         waiting.start()
         time.sleep(0.3)  # the first unload is in line
-        refused = [httpx.post(url + "/api/chat", json=unload, timeout=10) for _ in range(3)]
+        merged = [httpx.post(url + "/api/chat", json=unload, timeout=10) for _ in range(3)]
+        refused = httpx.post(url + "/api/chat", json={"model": FAKE_MODEL, "messages": HI}, timeout=10)
         assert answers_quickly(url) < 0.5
         engine.unpaused.set()
         running.join()
         waiting.join()
-    assert [reply.status_code for reply in refused] == [503] * 3
-    assert "server busy" in refused[0].json()["error"]
+    assert [reply.status_code for reply in merged] == [200] * 3
+    assert all(reply.json()["done_reason"] == "unload" for reply in merged)
+    assert refused.status_code == 503 and "server busy" in refused.json()["error"]
     assert engine.forgotten == 1
 
 
