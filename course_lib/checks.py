@@ -42,7 +42,6 @@ English. Imported normally, the language and the catalogue are read on first use
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -182,8 +181,7 @@ def _failed(what: str, hint: str, *shown: tuple[str, str]) -> CheckFailed:
 
 def check(condition: bool, what: str, hint: str = "") -> None:
     """Pass when ``condition`` is true; ``what`` says what is being checked."""
-    passed = bool(condition)
-    if not passed:
+    if not condition:
         raise _failed(what, hint)
     _passed(what)
 
@@ -195,8 +193,7 @@ def check_equal(actual: Any, expected: Any, what: str, hint: str = "") -> None:
     dicts and sets of them), the comparison is the plain types' own, so an answer object
     whose ``__eq__`` says yes to everything does not pass.
     """
-    passed = same(actual, expected)
-    if not passed:
+    if not same(actual, expected):
         raise _failed(what, hint, ("expected", repr(expected)), ("got", _shown(actual)))
     _passed(what)
 
@@ -318,16 +315,6 @@ def _hashable(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple((key, _hashable(item)) for key, item in value.items())
     return value
-
-
-def read_answers(text: str) -> Any:
-    """``json.loads`` of answers sent by a kernel, within ``ANSWERS_LIMIT``; ``ValueError`` otherwise."""
-    if len(text) > ANSWERS_LIMIT:
-        raise ValueError(f"answers longer than {ANSWERS_LIMIT:,} characters")
-    try:
-        return json.loads(text)
-    except RecursionError as problem:
-        raise ValueError("answers nested too deep") from problem
 
 
 def _as_float(value: Any) -> float | None:
