@@ -136,10 +136,21 @@ def client_copies(prompt: Prompt, structure: re.Pattern[str], start: int, end: i
     >>> client_copies(prompt, re.compile("<t>"), 0, 7)
     [(4, 7)]
     """
+    return _copies(prompt.text, _span_index(prompt), structure, start, end)
+
+
+def _span_index(prompt: Prompt) -> tuple[list[int], list[int]]:
+    """The client's text spans sorted by start, with the furthest end reached so far at each."""
     spans = sorted(prompt.text_spans)
-    starts, ends = [a for a, _ in spans], list(accumulate((b for _, b in spans), max))
+    return [a for a, _ in spans], list(accumulate((b for _, b in spans), max))
+
+
+def _copies(text: str, index: tuple[list[int], list[int]], structure: re.Pattern[str], start: int,
+            end: int) -> list[tuple[int, int]]:
+    """``client_copies`` with the spans already indexed (``_span_index``): a binary search each."""
+    starts, ends = index
     found = []
-    for match in structure.finditer(prompt.text, start, end):
+    for match in structure.finditer(text, start, end):
         before = bisect_left(starts, match.end())  # the spans that start before the match ends ...
         if before and ends[before - 1] > match.start():  # ... and one of them ends after it starts
             found.append(match.span())
@@ -160,10 +171,11 @@ def token_pieces(prompt: Prompt, markers: re.Pattern[str], structure: re.Pattern
     """
     pieces: list[tuple[str, str]] = []
     cursor = 0
+    index = _span_index(prompt) if structure else ([], [])  # once per prompt, not once per marker
 
     def text_until(end: int) -> None:
         nonlocal cursor
-        for start, stop in client_copies(prompt, structure, cursor, end) if structure else []:
+        for start, stop in _copies(prompt.text, index, structure, cursor, end) if structure else []:
             if start > cursor:
                 pieces.append(("text", prompt.text[cursor:start]))
             pieces.append(("escaped", prompt.text[start:stop]))

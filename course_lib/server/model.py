@@ -110,17 +110,18 @@ class LoadedModel:
 
     def _control_tokens(self) -> dict[str, int]:
         """The vocabulary's control tokens (``<|im_start|>``, ``<|im_end|>``, ...) by text."""
-        return {self.token_text(token): token for token in range(llama_cpp.llama_vocab_n_tokens(self.vocab))
-                if llama_cpp.llama_vocab_get_attr(self.vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-                and self.token_text(token)}
+        return self._tokens_with(llama_cpp.LLAMA_TOKEN_ATTR_CONTROL)
 
     def _user_defined_tokens(self) -> dict[str, int]:
         """The vocabulary's user-defined tokens by text (Qwen2.5: ``<tool_call>``, ``</tool_call>``,
         the fill-in-the-middle markers): llama.cpp matches them in any text it tokenizes, special
         tokens on or off, so a client's copy of one must be cut apart (``tokenize``)."""
+        return self._tokens_with(llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED)
+
+    def _tokens_with(self, attribute: int) -> dict[str, int]:
+        """The vocabulary's tokens that have ``attribute`` and a text, by text."""
         return {self.token_text(token): token for token in range(llama_cpp.llama_vocab_n_tokens(self.vocab))
-                if llama_cpp.llama_vocab_get_attr(self.vocab, token) & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
-                and self.token_text(token)}
+                if llama_cpp.llama_vocab_get_attr(self.vocab, token) & attribute and self.token_text(token)}
 
     # --- prompts and tokens ---------------------------------------------------------------
 
