@@ -21,12 +21,12 @@ Also:
     python3 course.py bundle OUT            # write a room's offline bundle (wheels, model, README) into OUT
                                             #   [--model qwen2.5-coder:1.5b] [--add-wheels DIR]
                                             #   [--this-machine: for this machine only, nothing compiled]
-    python3 course.py slides OUT            # the lessons as slides (python -m course_lib.slides OUT)
-    python3 course.py python ARGS           # run the course's Python with ARGS, e.g. -m course_lib.server
+    python3 course.py slides OUT            # the lessons as slides (python -m course_tools slides OUT)
+    python3 course.py python ARGS           # run the course's Python with ARGS, e.g. -m course_server
 
 ``grade`` prints one line per exercise: passed, failed with the check's message, or not
 attempted; no notebook: a table over all of them; ``--class DIR --out OUT``: an
-instructor's gradebook, see ``course_lib/gradebook.py``. Arguments after ``test`` go to pytest.
+instructor's gradebook, see ``course_grading/gradebook.py``. Arguments after ``test`` go to pytest.
 
 Everything is installed into ``.venv`` next to this file, unless you run this script
 from an environment you activated yourself (a venv, or a conda environment other than
@@ -314,21 +314,23 @@ def run_pip_offline(bundle: Path, *args: str) -> None:
 
 
 def dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """The requirements in ``[project] dependencies`` of ``pyproject.toml``, as written there.
+    """The requirements of ``pyproject.toml``'s ``[project] dependencies`` and of its ``server``
+    extra (where llama-cpp-python is), as written there.
 
     Python 3.11 and newer read TOML (``tomllib``). Python 3.10 cannot, and this script runs
-    before anything is installed, so there the ``dependencies = [ ... ]`` array is cut out of
-    the text and its quoted strings are read in order, comments skipped: enough for this file
-    (one array, strings in double quotes without escapes), not for TOML in general."""
+    before anything is installed, so there the two arrays are cut out of the text and their
+    quoted strings read in order, comments skipped: enough for this file (strings in double
+    quotes without escapes), not for TOML in general."""
     text = pyproject.read_text(encoding="utf-8")
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
-        array = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", text, re.MULTILINE | re.DOTALL)
-        if array is None:
+        arrays = re.findall(r"^(?:dependencies|server)\s*=\s*\[(.*?)^\]", text, re.MULTILINE | re.DOTALL)
+        if not arrays:
             sys.exit(f"{pyproject} has no dependencies array")
-        return [string for string in re.findall(r'"([^"]*)"|#[^\n]*', array.group(1)) if string]
-    return list(tomllib.loads(text)["project"]["dependencies"])
+        return [string for array in arrays for string in re.findall(r'"([^"]*)"|#[^\n]*', array) if string]
+    project = tomllib.loads(text)["project"]
+    return [*project["dependencies"], *project.get("optional-dependencies", {}).get("server", [])]
 
 
 def pinned_requirement(name: str, pyproject: Path = ROOT / "pyproject.toml") -> str:
@@ -472,7 +474,7 @@ THIS_MACHINE = "THIS-MACHINE-ONLY.txt"  # in a bundle written with --this-machin
 
 def setup(extras: tuple[str, ...] = ("test",)) -> None:
     install(extras)
-    run(python(), "-m", "course_lib.models", "fetch")
+    run(python(), "-m", "course_server", "models", "fetch")
 
 
 def setup_from(bundle: Path, extras: tuple[str, ...] = ("test",), fingerprint: str | None = None) -> None:
@@ -500,7 +502,7 @@ def setup_from(bundle: Path, extras: tuple[str, ...] = ("test",), fingerprint: s
     with tempfile.TemporaryDirectory(prefix="course-bundle-") as private:
         checked = checked_wheels(bundle, Path(private), fingerprint)
         install(extras, checked, bundle)
-    run(python(), "-m", "course_lib.models", "fetch", "--bundle", bundle)
+    run(python(), "-m", "course_server", "models", "fetch", "--bundle", bundle)
 
 
 MANIFEST = "SHA256SUMS"  # in a bundle: the SHA-256 of every file in wheels/, a line each, as `sha256sum` writes them
@@ -744,7 +746,7 @@ def bundle(out: Path, models: list[str], add_wheels: list[Path], this_machine: b
     if this_machine:
         (out / THIS_MACHINE).write_text(f"{cpu_identity()}\nllama-cpp-python: {llama.name}, from "
                                         f"{llama_origin(llama)}\n", encoding="utf-8")
-    run(python(), "-m", "course_lib.models", "bundle", out, *models)
+    run(python(), "-m", "course_server", "models", "bundle", out, *models)
     fingerprint = write_manifest(out)
     write_bundle_readme(out, cmake_args, this_machine=llama if this_machine else None)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
@@ -775,19 +777,19 @@ def write_bundle_readme(out: Path, cmake_args: str, this_machine: Path | None = 
 
 
 def slides(args: list[str]) -> int:
-    """Write the lessons as slides (``python -m course_lib.slides OUT``, nbconvert's slides
+    """Write the lessons as slides (``python -m course_tools slides OUT``, nbconvert's slides
     exporter) with the course's Python, installing the course first if needed."""
     install()
-    return subprocess.run([str(python()), "-m", "course_lib.slides", *args], cwd=ROOT).returncode
+    return subprocess.run([str(python()), "-m", "course_tools", "slides", *args], cwd=ROOT).returncode
 
 
 def model_state() -> tuple[bool, str]:
     """Whether the model the course will use (``COURSE_MODEL_PATH``, else ``COURSE_MODEL``,
     else the 0.5B) is here and verified, and a line that names it and the source that served
-    it, with why not if it is not there. The course's Python answers (``python -m
-    course_lib.models check``: the model's name, then ``source: ...``): the library is
+    it, with why not if it is not there. The course's Python answers (``python -m course_server
+    models check``: the model's name, then ``source: ...``): the library is
     installed there, not in the Python that runs this script."""
-    done = subprocess.run([str(python()), "-m", "course_lib.models", "check"], capture_output=True, text=True,
+    done = subprocess.run([str(python()), "-m", "course_server", "models", "check"], capture_output=True, text=True,
                           cwd=ROOT)
     name, *rest = done.stdout.strip().splitlines() or ["the chosen model"]
     source = [line.removeprefix("source: ") for line in rest if line.startswith("source: ")]
@@ -803,7 +805,7 @@ def model_fetched() -> bool:
 
 def check() -> int:
     """Say OK or FAIL for each requirement, without changing anything; 0 if all are OK."""
-    built = imports("course_lib", "llama_cpp", "jupyterlab", "nbval")
+    built = imports("course_lib", "course_server", "course_grading", "course_tools", "llama_cpp", "jupyterlab")
     lines = []
     for p in prerequisites():
         if p.found or (p.only_to_build and built):
@@ -828,14 +830,14 @@ def check() -> int:
 
 
 def grade(args: list[str]) -> int:
-    """Grade exercise notebooks (``course_lib.gradebook``); set up first, quietly if all is there.
+    """Grade exercise notebooks (``course_grading.gradebook``); set up first, quietly if all is there.
 
     The report is the only output when nothing is missing, so it can be piped or saved.
     """
     install()
     if not model_fetched():
-        run(python(), "-m", "course_lib.models", "fetch")
-    return subprocess.run([str(python()), "-m", "course_lib.gradebook", *args]).returncode
+        run(python(), "-m", "course_server", "models", "fetch")
+    return subprocess.run([str(python()), "-m", "course_grading", "gradebook", *args]).returncode
 
 
 def course_python(args: list[str]) -> int:
@@ -899,7 +901,7 @@ def lab_folder(args: list[str], language: str | None = None) -> tuple[str, list[
         folder = folder / language
         if not folder.is_dir():
             sys.exit(f"There is no {folder.relative_to(ROOT).as_posix()}/ yet: build the edition with "
-                     f"`python3 course.py python -m course_lib.translation build {language}`.")
+                     f"`python3 course.py python -m course_tools translation build {language}`.")
     return str(folder) if named else folder.relative_to(ROOT).as_posix(), rest, language
 
 

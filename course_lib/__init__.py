@@ -12,9 +12,9 @@ One module per idea, in layers where every import points down (docs/architecture
   ``config`` (every environment setting);
 - text formats: ``chat_template`` (messages and tools into the prompt the model reads),
   ``tool_parser`` (tool calls read back out of the text it wrote);
-- weights: ``models`` (where they come from: ``python -m course_lib.models fetch``);
+- weights: ``models`` (where they come from: ``python -m course_server models fetch``);
 - ``server/``: the embedded Ollama-compatible server over llama.cpp
-  (``python -m course_lib.server``);
+  (``python -m course_server``);
 - clients: ``client`` (Ollama's API, raw JSON shown), ``openai_client`` (any
   OpenAI-compatible server), ``runtime`` (``connect()``: finds a server or starts ours);
 - the agent: ``tools``, ``validation``, ``loop``, ``providers``, ``reliability``, ``tracing``,
@@ -37,7 +37,7 @@ _LAZY = {"Client": "client", "OllamaError": "client", "connect": "runtime"}
 def __getattr__(name: str) -> Any:
     """``from course_lib import connect`` imports ``runtime`` on first use, not with the package.
 
-    Importing it eagerly would import ``models`` too, so ``python -m course_lib.models`` would
+    Importing it eagerly would import ``models`` too, so ``python -m course_server models`` would
     find the module already loaded before running it as ``__main__`` (and warn about it).
     """
     if name in _LAZY:

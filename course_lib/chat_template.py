@@ -42,7 +42,7 @@ from jinja2 import Template
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .messages import Message
+from course_lib.messages import Message
 
 Tool = dict[str, Any]
 

@@ -5,7 +5,7 @@ as failed) with a message meant for a learner, not a stack-trace reader::
 
     check_equal(tokens_per_second(sample), 25.0, "eval_duration is in nanoseconds")
 
-Notebooks import them from ``course_lib.grading``.
+Notebooks import them from ``course_grading.grading``.
 
 A grade is decided outside the learner's process. A check cell does two things: in the
 learner's kernel it computes **answers**, plain data (the learner's functions' outputs on the
@@ -20,7 +20,7 @@ alone that calls the checks::
 In a notebook, ``submit`` runs ``judge`` on the answers at once (the learner sees every ✔ and
 the first ✘). When the grader runs the notebook (``COURSE_GRADING=1``), ``submit`` also sends
 the answers out as a display output of type ``ANSWERS``, and the grader runs the *published*
-cell's ``judge`` in its own process on that data (``course_lib.grading``): nothing in the
+cell's ``judge`` in its own process on that data (``course_grading.grading``): nothing in the
 kernel (a patched ``json``, a rebound ``check``, a rewritten output) can turn a wrong answer
 into a pass, since all the kernel sends is answers, and a pass needs the right ones.
 ``plain`` writes the answers as JSON (tuples, sets, bytes and dicts tagged, so they come
@@ -32,7 +32,7 @@ ran by itself (a published check cell without a judge cannot pass).
 The checks speak the learner's language. The code of a check cell is the same in every
 edition, so its English ``what`` and ``hint`` are translated when they are shown: ``said``
 looks them up in ``MESSAGES``, the language's message catalogue
-(``translations/ja/checks.md``, read by ``course_lib.translation.messages``). A message
+(``translations/ja/checks.md``, read by ``course_tools.translation.messages``). A message
 made with an f-string is looked up by its template, ``f"declaring `now` costs {cost_now}
 tokens"`` by ``declaring `now` costs {cost_now} tokens``, and its values go into the
 translated template where it names them. A message the catalogue lacks is shown in
@@ -47,6 +47,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+
+from course_lib.check_messages import template_parts
 
 
 class CheckFailed(AssertionError):
@@ -98,39 +100,12 @@ def _table() -> tuple[str, dict[str, str]]:
     if speaking is not None:
         return speaking
     if LANGUAGE is None or MESSAGES is None:
+        from course_lib.check_messages import translations
         from course_lib.config import course_language
-        from course_lib.translation.messages import translations
 
         LANGUAGE = course_language()
         MESSAGES = translations(LANGUAGE)
     return LANGUAGE, MESSAGES
-
-
-def template_parts(template: str) -> tuple[list[str], list[str]]:
-    """A message template's fixed texts and the placeholders between them, as an f-string
-    reads: ``"{n} of {total} passed"`` is ``(["", " of ", " passed"], ["n", "total"])``;
-    ``{{`` and ``}}`` are a brace. There is always one more fixed text than placeholders."""
-    texts, names, current, index = [], [], "", 0
-    while index < len(template):
-        two = template[index:index + 2]
-        if two in ("{{", "}}"):
-            current += two[0]
-            index += 2
-        elif template[index] == "{":
-            depth, end = 1, index + 1
-            while end < len(template) and depth:
-                depth += {"{": 1, "}": -1}.get(template[end], 0)
-                end += 1
-            if depth:
-                raise ValueError(f"an unclosed {{ in the message {template!r}")
-            texts.append(current)
-            names.append(template[index + 1:end - 1])
-            current, index = "", end
-        else:
-            current += template[index]
-            index += 1
-    texts.append(current)
-    return texts, names
 
 
 def filled(text: str, english: str, translated: str) -> str | None:
@@ -222,7 +197,7 @@ DEPTH_LIMIT = 64  # nesting of lists and dicts in answers
 
 def grading() -> bool:
     """Whether this kernel is run by the grader, which reads the answers (``COURSE_GRADING=1``,
-    set by ``course_lib.grading`` for the kernels it starts)."""
+    set by ``course_grading.grading`` for the kernels it starts)."""
     return os.environ.get("COURSE_GRADING") == "1"
 
 

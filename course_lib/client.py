@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from . import config
-from .config import DEFAULT_MODEL
+from course_lib import config
+from course_lib.config import DEFAULT_MODEL
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 

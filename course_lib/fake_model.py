@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .messages import Message
+from course_lib.messages import Message
 
 
 def calls(name: str, **arguments: Any) -> Message:

@@ -39,9 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .messages import Message, Reply, ToolCall, ToolResult, as_result
-from .tools import ToolFunction, call_tool, canonical_arguments, tool_schema
-from .validation import required_call_format
+from course_lib.messages import Message, Reply, ToolCall, ToolResult, as_result
+from course_lib.tools import ToolFunction, call_tool, canonical_arguments, tool_schema
+from course_lib.validation import required_call_format
 
 Executor = Callable[[str, dict[str, Any]], "ToolResult | str"]
 

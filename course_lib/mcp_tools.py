@@ -52,8 +52,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.message import SessionMessage
 from pydantic import Field
 
-from .messages import ErrorKind, ToolResult
-from .tools import DeclaredTool, ToolFunction, parse_docstring
+from course_lib.messages import ErrorKind, ToolResult
+from course_lib.tools import DeclaredTool, ToolFunction, parse_docstring
 
 ToolId = tuple[str, str]  # (server, tool name), the server as the client names it
 

@@ -34,9 +34,15 @@ from typing import Any
 
 import httpx
 
-from .client import OllamaError
-from .dialects.openai_chat import ollama_reply, ollama_stats, openai_messages, openai_options, openai_response_format
-from .messages import Message
+from course_lib.client import OllamaError
+from course_lib.dialects.openai_chat import (
+    ollama_reply,
+    ollama_stats,
+    openai_messages,
+    openai_options,
+    openai_response_format,
+)
+from course_lib.messages import Message
 
 
 class OpenAICompatible:

@@ -30,10 +30,10 @@ from typing import Any
 
 import httpx
 
-from .dialects import anthropic_messages, openai_chat
-from .loop import Executor, Limits, LoopLimitReached, Transcript, run_loop
-from .messages import ErrorKind, Message, Reply, ToolCall, ToolResult
-from .tools import ToolFunction, tool_schema
+from course_lib.dialects import anthropic_messages, openai_chat
+from course_lib.loop import Executor, Limits, LoopLimitReached, Transcript, run_loop
+from course_lib.messages import ErrorKind, Message, Reply, ToolCall, ToolResult
+from course_lib.tools import ToolFunction, tool_schema
 
 
 def at(data: Any, path: tuple[str | int, ...]) -> Any:

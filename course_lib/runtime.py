@@ -5,9 +5,12 @@ The lessons need an Ollama-compatible server with ``qwen2.5-coder:0.5b``:
 1. If ``OLLAMA_HOST`` (default ``http://127.0.0.1:11434``) answers and has the model,
    that server is used: your own Ollama works as is. If it answers without the model,
    ``connect()`` says so and goes on to step 2.
-2. Otherwise the embedded server (``python -m course_lib.server``) is started in the
+2. Otherwise the embedded server (``python -m course_server``) is started in the
    background on a free port, serving the model you asked for, once per model and Python
-   process; it is stopped when the process (your notebook's kernel) exits.
+   process; it is stopped when the process (your notebook's kernel) exits. The server is its
+   own room of the course (``course_server/``, with llama.cpp): this module starts it as a
+   process and never imports it, so a learner's library installed alone (``pip install .``,
+   no llama.cpp) works against any Ollama, and says what to do when none answers.
 
 Set ``COURSE_EMBEDDED=1`` to skip step 1 (the test suite does, so its results do not
 depend on what else runs on the machine).
@@ -16,6 +19,7 @@ depend on what else runs on the machine).
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import socket
 import subprocess
@@ -25,26 +29,36 @@ from pathlib import Path
 
 import httpx
 
-from . import config
-from .client import Client, auth_headers, resolve_host
-from .models import cache_dir, spec_for
+from course_lib import config
+from course_lib.client import Client, auth_headers, resolve_host
 
 
 class ServerStartError(RuntimeError):
     """The embedded server did not come up; the message holds the end of its log."""
 
 
+NO_SERVER = ("No Ollama-compatible server with {model} answers at {host}, and the course's own server is not "
+             "installed in this environment (it needs llama.cpp). Start Ollama (`ollama pull {model}`) or "
+             "point OLLAMA_HOST at a server that has the model; or install the course's server: "
+             "`python3 course.py setup` in the course's folder, or `pip install \"course-lib[server]\"`.")
+
+
+def server_installed() -> bool:
+    """Whether the course's own server can start here: its package and llama.cpp's bindings are importable."""
+    return all(importlib.util.find_spec(name) is not None for name in ("course_server", "llama_cpp"))
+
+
 class EmbeddedServer:
-    """A ``python -m course_lib.server`` child process on a free local port."""
+    """A ``python -m course_server`` child process on a free local port."""
 
     def __init__(self, *server_args: str, model: str | None = None, start_timeout: float = 300.0) -> None:
         """Start the server; ``model`` names the model it loads (default: ``chosen_model()``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        log_dir = cache_dir() / "logs"
+        log_dir = config.cache_dir() / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"server-{self.port}.log"
-        command = [sys.executable, "-m", "course_lib.server", "--port", str(self.port),
+        command = [sys.executable, "-m", "course_server", "--port", str(self.port),
                    "--parent-pid", str(os.getpid()), *server_args]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
@@ -158,8 +172,8 @@ def connect(model: str | None = None, echo: bool = False, quiet: bool = False) -
         print(f"The Ollama server at {host} answers but does not have {model} (it has: "
               f"{', '.join(sorted(names)) or 'no models'}); `ollama pull {model}` adds it. "
               f"Using the course's embedded server with {model} instead.")
-    if not (config.model_path() is not None and model == chosen_model()):
-        spec_for(model)  # an unknown name fails here, listing the names the course knows
+    if not server_installed():
+        raise ServerStartError(NO_SERVER.format(model=model, host=host))
     server = embedded_server(model)
     if not quiet:
         print(f"Using the embedded server at {server.url} ({model}).")

@@ -36,8 +36,8 @@ from typing import Any, get_type_hints
 from pydantic import Field, ValidationError, create_model
 from referencing import Registry
 
-from .messages import ErrorKind, ToolResult, describe_errors
-from .validation import parameters_schema
+from course_lib.messages import ErrorKind, ToolResult, describe_errors
+from course_lib.validation import parameters_schema
 
 ToolFunction = Callable[..., Any]
 

@@ -42,8 +42,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from .messages import ErrorKind, Message, ToolResult, as_result
-from .tools import canonical_arguments
+from course_lib.messages import ErrorKind, Message, ToolResult, as_result
+from course_lib.tools import canonical_arguments
 
 Executor = Callable[[str, dict[str, Any]], "ToolResult | str"]
 UNKNOWN_TOOL = "unknown"

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .messages import Message, describe_errors
-from .tool_parser import call_format
+from course_lib.messages import Message, describe_errors
+from course_lib.tool_parser import call_format
 
 
 def parameters_schema(model: type[BaseModel]) -> dict[str, Any]:

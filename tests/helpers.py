@@ -31,8 +31,8 @@ from typing import Any
 import uvicorn
 
 from course_lib.chat_template import Prompt, render_prompt
-from course_lib.server.generation import Ending, GenerationStats, PromptTooLong, generated_text
-from course_lib.server.wire import Format, Options
+from course_server.generation import Ending, GenerationStats, PromptTooLong, generated_text
+from course_server.wire import Format, Options
 
 GREEDY = {"temperature": 0, "seed": 42, "num_predict": 48}
 NOW_TOOL = {"type": "function", "function": {

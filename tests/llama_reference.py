@@ -18,9 +18,9 @@ from typing import Any
 import llama_cpp
 from llama_cpp import Llama, LlamaGrammar
 
-from course_lib.server.engine import CacheUse, Engine
-from course_lib.server.model import LoadedModel
-from course_lib.server.prompt_cache import PromptCache, SavedState, check_can_be_cut, saved_sequence
+from course_server.engine import CacheUse, Engine
+from course_server.model import LoadedModel
+from course_server.prompt_cache import PromptCache, SavedState, check_can_be_cut, saved_sequence
 
 
 class LlamaSequence:

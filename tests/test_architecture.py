@@ -1,5 +1,11 @@
-"""The layers of ``course_lib`` (docs/architecture.md): every import points down, never up,
-and no module needs itself to load (no import cycle).
+"""The four rooms (docs/architecture.md) and the layers of the learner's library: every import
+points down, never up, and no module needs itself to load (no import cycle).
+
+The rooms are top-level packages: ``course_lib``, the learner's library (what lessons import);
+``course_server``, the server; ``course_grading``, the grader; ``course_tools``, the maintainers'
+tools. The learner's library imports no other room (so it installs without llama.cpp and works
+against any Ollama); the server and the grader import the learner's library and not each other;
+the tools may import every room. Inside ``course_lib``, the layers below.
 
 An import inside a function counts as much as one at the top: it is a dependency all the same,
 only a later one. So no module forwards a name that moved up a layer (a module ``__getattr__``
@@ -17,27 +23,37 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "course_lib"
+ROOMS = {  # each room, and the rooms it may import (itself included)
+    "course_lib": {"course_lib"},
+    "course_server": {"course_server", "course_lib"},
+    "course_grading": {"course_grading", "course_lib"},
+    "course_tools": {"course_tools", "course_server", "course_grading", "course_lib"},
+}
 
-# The table of docs/architecture.md, bottom to top. A module may import its own layer and the layers below.
+# The learner's library's layers (docs/architecture.md), bottom to top. A module may import its own
+# layer and the layers below.
 LAYERS = [
     {"course_lib", "config", "messages"},
-    {"chat_template", "tool_parser"},
-    {"models"},
+    {"chat_template", "tool_parser", "check_messages"},
     {"dialects"},
-    {"server"},
     {"client", "openai_client", "runtime"},
     {"tools", "validation", "loop", "providers", "reliability", "tracing", "arithmetic", "fake_model", "mcp_tools"},
     {"experiments"},
     {"security"},
     {"display"},
     {"kiosk"},
-    {"checks", "grading", "gradebook", "sandbox", "exercises", "refresh", "slides", "lesson_plan", "translation"},
+    {"checks"},
 ]
 
 
+def room_of(module: str) -> str:
+    return module.split(".")[0]
+
+
 def layer_of(module: str) -> int:
-    """The layer of a dotted module name inside the package (``course_lib.server.app`` -> server's).
-    A name that is no module of the package (``from .. import __version__``) is the package's own."""
+    """The layer of a dotted module name inside the learner's library (``course_lib.loop`` -> the
+    agent's). A name that is no module of the package (``from course_lib import __version__``) is
+    the package's own."""
     parts = module.removesuffix(".__init__").split(".")
     top = parts[1] if len(parts) > 1 else parts[0]
     if not ((LIBRARY / top).is_dir() or (LIBRARY / f"{top}.py").is_file()):
@@ -46,12 +62,12 @@ def layer_of(module: str) -> int:
 
 
 def imports_of(path: Path, at_load: bool = False) -> list[str]:
-    """The ``course_lib`` modules a file imports, as absolute dotted names: every import, those
+    """The modules of the four rooms a file imports, as absolute dotted names: every import, those
     inside functions too.
 
     ``at_load``: only the imports that run when the module is loaded, not those inside a
     function (a function's import runs when it is called, once every module is loaded)."""
-    module = ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts)
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     tree = ast.parse(path.read_text())
     nodes = statements_at_load(tree) if at_load else list(ast.walk(tree))
@@ -62,11 +78,11 @@ def imports_of(path: Path, at_load: bool = False) -> list[str]:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 target = f"{base}.{node.module}" if node.module else base
                 found += [target] if node.module else [f"{base}.{alias.name}" for alias in node.names]
-            elif node.module and node.module.startswith("course_lib"):
+            elif node.module and room_of(node.module) in ROOMS:
                 found.append(node.module)
         elif isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names if alias.name.startswith("course_lib")]
-    return [name for name in found if name.split(".")[0] == "course_lib"]
+            found += [alias.name for alias in node.names if room_of(alias.name) in ROOMS]
+    return [name for name in found if room_of(name) in ROOMS]
 
 
 def statements_at_load(tree: ast.AST) -> list[ast.AST]:
@@ -81,23 +97,24 @@ def statements_at_load(tree: ast.AST) -> list[ast.AST]:
     return found
 
 
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
 def module_file(name: str) -> str:
     """The module a dotted import name loads: ``course_lib.security.bench.judge`` is the module
     ``course_lib.security.bench``, ``course_lib.security`` its package's ``__init__``."""
     parts = name.split(".")
     while len(parts) > 1:
-        path = LIBRARY.parent.joinpath(*parts)
+        path = ROOT.joinpath(*parts)
         if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
             break
         parts.pop()
     return ".".join(parts)
 
 
-FILES = sorted(LIBRARY.rglob("*.py"))
-
-
-def module_name(path: Path) -> str:
-    return ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts).removesuffix(".__init__")
+FILES = sorted(path for room in ROOMS for path in (ROOT / room).rglob("*.py"))
+LIBRARY_FILES = [path for path in FILES if room_of(module_name(path)) == "course_lib"]
 
 
 def import_graph(at_load: bool = True) -> dict[str, set[str]]:
@@ -126,19 +143,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# Circles through imports inside functions that other work is removing (issue 49): each names its
-# modules. The list only shrinks: a circle that is gone must be struck from it, and a new one fails.
-KNOWN_CIRCLES = [
-    {"course_lib.checks", "course_lib.translation.messages"},  # the checks' messages in the learner's language
-    {"course_lib.server.engine", "course_lib.server.batching"},  # the engine and its two decoders
-    {"course_lib.server.engine", "course_lib.server.one_at_a_time"},
-    {"course_lib.grading", "course_lib.sandbox"},  # the sandbox's probe checks that grading imports in there
-]
+@pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_each_room_imports_only_the_rooms_below(path):
+    module = module_name(path)
+    outside = [name for name in imports_of(path) if room_of(name) not in ROOMS[room_of(module)]]
+    assert not outside, f"{module} ({room_of(module)}) imports from a room it may not: {outside}"
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(LIBRARY)))
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda path: str(path.relative_to(LIBRARY)))
 def test_imports_point_down(path):
-    module = ".".join(path.relative_to(LIBRARY.parent).with_suffix("").parts).removesuffix(".__init__")
+    module = module_name(path)
     upward = [name for name in imports_of(path) if layer_of(name) > layer_of(module)]
     assert not upward, f"{module} imports from a higher layer: {upward}"
 
@@ -178,11 +192,8 @@ def test_no_circle_even_through_imports_inside_functions():
     """The circle test above reads what runs at load. Here every import counts, those inside
     functions too: ``display`` drew what ``loop``, ``experiments`` and ``security`` compute, and
     they once imported it back inside a function to forward a name; that was a circle all the same."""
-    found = [set(circle) for circle in cycles(import_graph(at_load=False))]
-    new = [circle for circle in found if circle not in KNOWN_CIRCLES]
-    gone = [circle for circle in KNOWN_CIRCLES if circle not in found]
-    assert not new, f"import cycles through functions: {new}"
-    assert not gone, f"these circles are gone: strike them from KNOWN_CIRCLES: {gone}"
+    found = cycles(import_graph(at_load=False))
+    assert not found, f"import cycles through functions: {found}"
 
 
 def test_no_module_forwards_names_that_live_elsewhere():
@@ -200,7 +211,7 @@ LESSON_CODE = sorted([*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("solutions/*.i
 
 
 def course_imports(path: Path) -> list[tuple[str, str]]:
-    """Each ``from course_lib... import name`` of a notebook's code cells (or a Python file), as
+    """Each ``from ROOM... import name`` of a notebook's code cells (or a Python file), as
     (module, name). A line of IPython (``%time``, ``!pip``) is left out before parsing."""
     if path.suffix == ".ipynb":
         cells = [cell for cell in json.loads(path.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "code"]
@@ -211,7 +222,7 @@ def course_imports(path: Path) -> list[tuple[str, str]]:
     for source in sources:
         python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
         for node in ast.walk(ast.parse(python)):
-            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("course_lib"):
+            if isinstance(node, ast.ImportFrom) and not node.level and room_of(node.module or "") in ROOMS:
                 found += [(node.module, alias.name) for alias in node.names if node.module]
     return found
 
@@ -235,9 +246,17 @@ def test_every_lesson_imports_names_that_are_there(path):
         try:
             loaded = importlib.import_module(module)
         except ModuleNotFoundError as error:
-            if (error.name or "").startswith("course_lib"):
+            if room_of(error.name or "") in ROOMS:
                 missing.append(f"from {module} import {name} (no module {error.name})")
             continue
         if not hasattr(loaded, name) and not is_submodule(module, name):
             missing.append(f"from {module} import {name}")
     assert not missing, f"{path.name}: {missing}"
+
+
+@pytest.mark.parametrize("path", LESSON_CODE, ids=lambda path: str(path.relative_to(ROOT)))
+def test_lessons_import_only_the_learners_library(path):
+    """A lesson, an exercise and its check cells run on the learner's library alone (``pip install .``,
+    no llama.cpp): the server is started as a process (``course_lib.runtime``), never imported."""
+    elsewhere = sorted({module for module, _ in course_imports(path) if room_of(module) != "course_lib"})
+    assert not elsewhere, f"{path.name} imports from other rooms: {elsewhere}"

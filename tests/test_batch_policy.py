@@ -2,7 +2,7 @@
 
 import pytest
 
-from course_lib.server.batch_policy import admissible, neighbour_batches, sequences_for
+from course_server.batch_policy import admissible, neighbour_batches, sequences_for
 
 
 @pytest.mark.parametrize("sequences, rows, batches", [

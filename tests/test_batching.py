@@ -6,11 +6,12 @@ from collections import Counter
 import pytest
 from llama_reference import reference_engine
 
-from course_lib.models import resolve_model
-from course_lib.server import batching
-from course_lib.server.batching import BatchedDecoder
-from course_lib.server.engine import STALL_SECONDS, Engine, GenerationStats, PromptTooLong, batched_engine
-from course_lib.server.wire import Options
+from course_server import batching
+from course_server.batching import BatchedDecoder
+from course_server.engine import Engine, GenerationStats, PromptTooLong, batched_engine
+from course_server.generation import STALL_SECONDS
+from course_server.models import resolve_model
+from course_server.wire import Options
 
 pytestmark = pytest.mark.model
 

@@ -408,7 +408,7 @@ def test_a_deck_opens_styled_and_starts_with_the_network_blocked(browser, tmp_pa
     file of the deck's folder is refused, and reveal.js must still start with its theme."""
     from playwright.sync_api import expect
 
-    from course_lib import slides
+    from course_tools import slides
     (deck,) = slides.write_slides(tmp_path, [ROOT / "notebooks" / LESSON_1])
     asked, refused = [], []
 

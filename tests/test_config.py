@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import config, refresh
+from course_lib import config
+from course_tools import refresh
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "data" / "security_scenarios.json"
@@ -27,12 +28,12 @@ def test_quick_mode_is_the_callers_choice_else_the_environment(monkeypatch):
 
 
 def security_main(argv: list[str]) -> None:
-    from course_lib.security.__main__ import main
+    from course_tools.security_table import main
     main(argv)
 
 
 def kiosk_main(argv: list[str]) -> None:
-    from course_lib.kiosk.__main__ import main
+    from course_tools.kiosk_table import main
     main(argv)
 
 
@@ -64,7 +65,7 @@ def test_a_commands_quick_does_not_outlive_it(main, argv, monkeypatch, capsys):
 def test_the_defense_tables_quick_reaches_the_cases_it_runs(monkeypatch, tmp_path):
     """``--quick`` is passed down to the cases and the journal's settings; without it,
     ``COURSE_QUICK`` decides."""
-    import course_lib.security.__main__ as command
+    import course_tools.security_table as command
 
     ran: list[tuple[int, int, bool]] = []  # benign cases, attacked cases, the journal's "quick"
 

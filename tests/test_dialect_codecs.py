@@ -65,7 +65,7 @@ def test_the_server_refuses_what_a_client_keeps(text):
 
 
 def test_the_body_and_the_arguments_nest_equally_deep():
-    from course_lib.server.wire import MAX_JSON_DEPTH
+    from course_server.wire import MAX_JSON_DEPTH
 
     assert json_text.MAX_JSON_DEPTH == MAX_JSON_DEPTH
 

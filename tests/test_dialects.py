@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from course_lib.dialects import anthropic_messages
-from course_lib.server import dialects
-from course_lib.server.dialects import DialectError
+from course_lib import dialects
+from course_lib.dialects import DialectError, anthropic_messages
 from course_lib.validation import required_call_format
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",

@@ -8,11 +8,11 @@ import json
 import pytest
 from llama_reference import reference_engine
 
-from course_lib.models import resolve_model
-from course_lib.server import one_at_a_time
-from course_lib.server.engine import BadFormat, ContextTooLarge, Engine, GenerationStats, one_at_a_time_engine
-from course_lib.server.prompt_cache import shared_prefix
-from course_lib.server.wire import Options
+from course_server import one_at_a_time
+from course_server.engine import BadFormat, ContextTooLarge, Engine, GenerationStats, one_at_a_time_engine
+from course_server.models import resolve_model
+from course_server.prompt_cache import shared_prefix
+from course_server.wire import Options
 
 pytestmark = pytest.mark.model
 

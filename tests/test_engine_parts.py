@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from course_lib.chat_template import Prompt
-from course_lib.server.engine import ContextTooLarge, Engine, GenerationStats, PromptTooLong
-from course_lib.server.generation import StopScanner, TokenText, _first_stop, _partial_stop_length, generated_text
-from course_lib.server.wire import Options
+from course_server.engine import ContextTooLarge, Engine, GenerationStats, PromptTooLong
+from course_server.generation import StopScanner, TokenText, _first_stop, _partial_stop_length, generated_text
+from course_server.wire import Options
 
 
 def drain(generator):

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from test_grading import SEVERAL_EXERCISES
 
-from course_lib.exercises import STUB, build, strip_solutions
+from course_grading.exercises import STUB, build, strip_solutions
 
 ROOT = Path(__file__).parents[1]
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
@@ -29,7 +29,7 @@ def test_unbalanced_markers_are_an_error(source):
 
 def test_exercises_are_in_sync_with_solutions():
     stale = build(ROOT / "solutions", ROOT / "exercises", check=True)
-    assert not stale, f"run `python -m course_lib.exercises build`: {stale}"
+    assert not stale, f"run `python -m course_grading exercises build`: {stale}"
 
 
 def is_check_cell(cell) -> bool:

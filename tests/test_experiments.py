@@ -153,7 +153,7 @@ def test_results_saved_before_units_were_counted_still_load(tmp_path):
 def test_refresh_drops_progress_bars_but_keeps_other_widgets():
     import nbformat
 
-    from course_lib.refresh import WIDGET, without_progress_bars
+    from course_tools.refresh import WIDGET, without_progress_bars
 
     def widget(text):
         return nbformat.v4.new_output("display_data", data={WIDGET: {"model_id": "m"}, "text/plain": text})

@@ -25,10 +25,10 @@ from typing import Any
 import nbformat
 import pytest
 
+from course_grading.exercises import STUB
+from course_grading.gradebook import FIELDS, cell_text, grade_class, md
+from course_grading.grading import Result, format_report, grade, is_check, sections
 from course_lib.checks import CheckFailed, check_close
-from course_lib.exercises import STUB
-from course_lib.gradebook import FIELDS, cell_text, grade_class, md
-from course_lib.grading import Result, format_report, grade, is_check, sections
 
 ROOT = Path(__file__).parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
@@ -124,17 +124,17 @@ shell.input_transformers_post.append(forge)"""
 FORGERS = {  # each answers exercise 1 with a wrong key, then tries to pass anyway
     "forger-rebind": 'return "x"\n\ncheck = check_equal = check_close = lambda *a, **k: None',
     "forger-module": (
-        'return "x"\n\nimport course_lib.checks, course_lib.grading\n'
-        "for module in (course_lib.checks, course_lib.grading):\n"
+        'return "x"\n\nimport course_lib.checks, course_grading.grading\n'
+        "for module in (course_lib.checks, course_grading.grading):\n"
         "    module.check = module.check_equal = module.check_close = lambda *a, **k: None\n"
         '    module.CheckFailed = type("CheckFailed", (Exception,), {})'),
     "forger-sysmodules": (
-        'return "x"\n\nimport sys, types\nfake = types.ModuleType("course_lib.grading")\n'
+        'return "x"\n\nimport sys, types\nfake = types.ModuleType("course_grading.grading")\n'
         "fake.check = fake.check_equal = fake.check_close = lambda *a, **k: None\n"
-        'sys.modules["course_lib.grading"] = sys.modules["course_lib.checks"] = fake\n'
+        'sys.modules["course_grading.grading"] = sys.modules["course_lib.checks"] = fake\n'
         'sys.modules["hmac"] = types.SimpleNamespace(new=lambda *a, **k: types.SimpleNamespace(\n'
         '    hexdigest=lambda: "0"))\n'
-        "from course_lib.grading import check, check_equal"),
+        "from course_lib.checks import check, check_equal"),
     "forger-printer": (
         'return "x"\n\nimport json\nfrom IPython.display import publish_display_data\n'
         'print("✔ argument order does not matter\\n✔ the tool name is part of the key\\n3 of 3 exercises passed")\n'
@@ -187,7 +187,7 @@ class Forging(json.JSONEncoder):  # json.dumps reads json._default_encoder at ca
 json._default_encoder = Forging()"""
 
 LESSON9_PATCHES = ENCODER_SWAP + """
-import course_lib.checks, course_lib.grading
+import course_lib.checks, course_grading.grading
 from IPython.display import publish_display_data
 
 def nothing(*args, **kwargs):
@@ -198,7 +198,7 @@ def forged(answers, judge):  # answers of its own making: every one a refusal th
         {name: "refused: send_money, read_inbox" for name in answers})}, "text/plain": ""})
 
 check = check_equal = nothing
-for module in (course_lib.checks, course_lib.grading):
+for module in (course_lib.checks, course_grading.grading):
     module.check = module.check_equal = module.check_close = nothing
     module.submit = forged
 submit = forged"""
@@ -227,12 +227,12 @@ MORE_FORGERS = {  # the forgeries of the issue that moved verdicts out of the ke
         "hmac.compare_digest = lambda *args: True\n"
         'hashlib.sha256 = lambda *args, **kwargs: type("Digest", (), {"hexdigest": lambda self: "x"})()'),
     "forger-submit": (  # the kernel's submit replaced: it sends answers of its own making
-        'return "x"\n\nimport course_lib.checks, course_lib.grading\n'
+        'return "x"\n\nimport course_lib.checks, course_grading.grading\n'
         "from IPython.display import publish_display_data\n\n"
         "def forged(answers, judge):\n"
         "    publish_display_data({course_lib.checks.ANSWERS: {'answers': course_lib.checks.plain(\n"
         "        {name: 'x' for name in answers})}, 'text/plain': ''})\n\n"
-        "course_lib.checks.submit = course_lib.grading.submit = submit = forged"),
+        "course_lib.checks.submit = course_grading.grading.submit = submit = forged"),
     "forger-lenient": (  # an input transformer empties the judge the kernel runs
         'return "x"\n\ndef lenient(lines):\n'
         '    return [line.replace("def judge(answers):", "def judge(answers):\\n    return") for line in lines]\n\n'
@@ -401,7 +401,7 @@ def with_setup(notebook: nbformat.NotebookNode, code: str) -> nbformat.NotebookN
 
 def real_sandbox():
     """The sandbox of this machine; in CI (``CI=true``) it must run, elsewhere the test is skipped without it."""
-    from course_lib.sandbox import Sandbox, SandboxUnavailable
+    from course_grading.sandbox import Sandbox, SandboxUnavailable
 
     try:
         return Sandbox.detect()
@@ -505,7 +505,7 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
     import secrets
     import socket
 
-    from course_lib.gradebook import ModelServer
+    from course_grading.gradebook import ModelServer
 
     box = real_sandbox()
     monkeypatch.setenv("COURSE_GRADING_TEST_SECRET", SECRET)
@@ -608,7 +608,7 @@ def test_a_class_is_graded_in_a_sandbox_row_by_row(tmp_path, monkeypatch):
 def test_kernels_graded_at_once_get_users_of_their_own_or_are_refused(tmp_path):
     """Several workers in a sandbox: each worker's kernels run as a user of its own; a sandbox
     whose kernels run as you (no root) refuses, before any submission runs."""
-    from course_lib.sandbox import Sandbox, free_uid
+    from course_grading.sandbox import Sandbox, free_uid
 
     (tmp_path / "ada").mkdir()
     shared = Sandbox("bwrap", uid=None)
@@ -627,7 +627,7 @@ def test_kernels_graded_at_once_get_users_of_their_own_or_are_refused(tmp_path):
 def test_the_sandbox_says_what_it_is():
     """The probe ran a Python in bubblewrap: no capabilities, only its loopback, only its own
     processes, the course read-only; as root, the kernels get a user of their own."""
-    from course_lib.sandbox import remove
+    from course_grading.sandbox import remove
 
     box = real_sandbox()
     assert box.probe["imports"] is True and box.probe["writes_course"] is False
@@ -672,7 +672,7 @@ def test_a_solved_notebook_passes_in_the_sandbox_through_the_model_relay(url, na
 def test_without_the_sandbox_a_class_is_refused_unless_the_instructor_trusts_it(tmp_path, monkeypatch, capsys):
     """No bubblewrap (or one that cannot start): ``grade --class`` runs nothing, says what is
     missing and how to get it; ``--unsafe-trust-the-class`` grades, and both reports say so first."""
-    from course_lib import gradebook, sandbox
+    from course_grading import gradebook, sandbox
 
     (tmp_path / "class" / "ada").mkdir(parents=True)
     shutil.copy(ROOT / "solutions" / "06_side_effects.ipynb", tmp_path / "class" / "ada" / "06_side_effects.ipynb")
@@ -702,7 +702,7 @@ def tiny(into: Path, answers: list[str]) -> tuple[Path, Path]:
     ``into/exercises``, and a learner's copy with ``answers`` in ``into/learner``."""
     def notebook(codes: list[str]) -> nbformat.NotebookNode:
         cells = [nbformat.v4.new_markdown_cell("# Exercises · Lesson 99, tiny"),
-                 nbformat.v4.new_code_cell("from course_lib.grading import check_equal, submit\nimport time")]
+                 nbformat.v4.new_code_cell("from course_lib.checks import check_equal, submit\nimport time")]
         for number, code in enumerate(codes, start=1):
             cells += [nbformat.v4.new_markdown_cell(f"## Exercise {number} · Part {number}"),
                       nbformat.v4.new_code_cell(f"def answer{number}():\n    {code}"),
@@ -722,8 +722,8 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_grading import tiny
-from course_lib.grading import grade
-from course_lib.sandbox import Sandbox
+from course_grading.grading import grade
+from course_grading.sandbox import Sandbox
 
 box = Sandbox.detect()
 published, learner = tiny(Path({home!r}) / "class", [
@@ -741,7 +741,7 @@ def test_without_root_the_kernel_runs_as_you_in_a_user_namespace_and_sees_none_o
     where their own files are not there at all."""
     import tempfile
 
-    from course_lib.sandbox import free_uid, remove
+    from course_grading.sandbox import free_uid, remove
 
     uid = free_uid(64990)
     if subprocess.run([sys.executable, "-c", "pass"], user=uid, group=uid, extra_groups=[],
@@ -842,8 +842,8 @@ submit({"key": make_key(), "other": make_key(1)}, judge)"""
 def test_the_grader_judges_the_answers_with_the_published_judge_alone():
     """The verdict is the published judge's, run here on the answers: nothing else the kernel
     sends (a second record, a verdict, an error after the answers, garbage) makes a pass."""
+    from course_grading.grading import check_outcome, judge_of
     from course_lib.checks import plain, unplain
-    from course_lib.grading import check_outcome, judge_of
 
     right = {"answers": plain({"key": "ab" * 32, "other": "cd" * 32})}
     assert check_outcome(answered(PUBLISHED_CHECK, right)) == ("passed", "", "")
@@ -871,8 +871,8 @@ def test_the_grader_judges_the_answers_with_the_published_judge_alone():
 def test_a_check_cell_without_a_judge_never_passes():
     """Every check cell is judged from its answers; one without a judge has nothing the grader
     can run, so whatever its kernel sends (answers, a record of a check, no error) is no pass."""
+    from course_grading.grading import check_outcome
     from course_lib.checks import plain
-    from course_lib.grading import check_outcome
 
     source = "# CHECK exercise 1\ncheck_equal(answer(), 2, 'two')"
     record = {"check": "check_equal", "passed": True, "actual": plain(2), "expected": plain(2),
@@ -993,7 +993,7 @@ def test_a_notebook_that_names_another_language_is_an_error_and_nothing_of_it_is
 
 
 def test_a_heading_line_of_millions_of_spaces_is_read_at_once():
-    from course_lib.grading import HEADING, first_line
+    from course_grading.grading import HEADING, first_line
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# Exercises · Lesson 01," + " " * 3_000_000 + "x"),
         nbformat.v4.new_markdown_cell("## Exercise 1 · a" + " " * 3_000_000 + "x"),
@@ -1008,7 +1008,7 @@ def test_a_heading_line_of_millions_of_spaces_is_read_at_once():
 def test_the_lesson_3_judge_never_runs_a_pattern_that_backtracks(tmp_path):
     """Exercise 3.1's judge tries the learner's SKU pattern on a few strings in the grader's own
     process: a short, simple one runs; a nested or long one fails before any match is tried."""
-    from course_lib.grading import judge_of
+    from course_grading.grading import judge_of
     published = nbformat.read(ROOT / "exercises" / "03_tool_calls.ipynb", as_version=4)
     judge = next(judge_of(cell.source) for cell in published.cells if is_check(cell) and "pattern" in cell.source)
     tool = {"type": "function", "function": {
@@ -1027,7 +1027,7 @@ def test_the_lesson_3_judge_never_runs_a_pattern_that_backtracks(tmp_path):
 
 
 def test_text_run_as_code_is_flagged_but_re_compile_is_not():
-    from course_lib.grading import review_notes
+    from course_grading.grading import review_notes
     cells = [nbformat.v4.new_code_cell('exec("_s = sub" + "mit")'), nbformat.v4.new_code_cell("x = eval('1')"),
              nbformat.v4.new_code_cell("import re\nPATTERN = re.compile(r'^SKU-\\d{5}$')"),
              nbformat.v4.new_code_cell("x = " + "1 + " * 100_000 + "1")]
@@ -1051,8 +1051,8 @@ def test_a_class_never_reaches_the_instructors_own_ollama(monkeypatch):
     """The kernels' relay passes bytes to the model server; Ollama also serves /api/delete,
     /api/create and /api/pull. So a class always gets the course's own server, even when an
     Ollama with the model answers."""
+    from course_grading.gradebook import ModelServer
     from course_lib import runtime
-    from course_lib.gradebook import ModelServer
     monkeypatch.setattr(runtime, "answers", lambda url: True)
     monkeypatch.setattr(runtime, "has_model", lambda url, model: True)
     monkeypatch.delenv("COURSE_EMBEDDED", raising=False)

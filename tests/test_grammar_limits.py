@@ -6,7 +6,7 @@ converter or stalled every token before the subset was narrowed (a security read
 
 import pytest
 
-from course_lib.server.grammar_limits import (
+from course_server.grammar_limits import (
     MAX_ALTERNATIVES,
     SchemaTooComplex,
     check_format,

@@ -1,5 +1,5 @@
 """The instructor's kit (docs/instructors/, .devcontainer/) says what the course does: its agendas'
-minutes are the ones course_lib.lesson_plan computes, its links lead somewhere, the setup mail
+minutes are the ones course_tools.lesson_plan computes, its links lead somewhere, the setup mail
 quotes course.py's own check lines, and the devcontainer runs commands course.py has."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import lesson_plan
+from course_tools import lesson_plan
 
 pytestmark = pytest.mark.release  # the kit's words checked against the course: a reworded README can fail them
 

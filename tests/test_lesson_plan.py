@@ -1,4 +1,4 @@
-"""The numbers behind the instructors' agendas (course_lib/lesson_plan.py): counted and read right,
+"""The numbers behind the instructors' agendas (course_tools/lesson_plan.py): counted and read right,
 and the README's measured run times still the ones the agendas cite."""
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import lesson_plan
+from course_tools import lesson_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,13 +108,13 @@ def test_every_lesson_ends_its_first_cell_with_its_current_time_line():
         first = nbformat.read(lesson.path, as_version=4).cells[0].source
         if not first.endswith(lesson.time_line()) or first.count("**Time:**") != 1:
             stale.append(f"{lesson.path.name}: should end with {lesson.time_line()!r}")
-    assert not stale, "run `python -m course_lib.lesson_plan --write-times`:\n" + "\n".join(stale)
+    assert not stale, "run `python -m course_tools lesson_plan --write-times`:\n" + "\n".join(stale)
 
 
 def test_a_time_line_says_where_its_minutes_come_from():
     lesson = lesson_plan.Lesson("3", Path("03_x.ipynb"), "Lesson 3", None,
                                 [lesson_plan.Section("all", prose_words=1900, seconds=130.0)], exercises=3)
     assert lesson.time_line() == ("**Time:** about 42 minutes: 9 of reading, 3 of running the cells and 30 for the "
-                                  "3 exercises (measured by `python -m course_lib.lesson_plan`).")
+                                  "3 exercises (measured by `python -m course_tools lesson_plan`).")
     lesson.exercises = 0
     assert lesson.time_line().startswith("**Time:** about 12 minutes: 9 of reading and 3 of running the cells")

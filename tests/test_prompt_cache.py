@@ -8,11 +8,11 @@ import ctypes
 import numpy as np
 import pytest
 
-from course_lib.models import resolve_model
-from course_lib.server import prompt_cache
-from course_lib.server.engine import Engine, GenerationStats, batched_engine
-from course_lib.server.prompt_cache import CHUNK, PromptCache, shared_prefix
-from course_lib.server.wire import Options
+from course_server import prompt_cache
+from course_server.engine import Engine, GenerationStats, batched_engine
+from course_server.models import resolve_model
+from course_server.prompt_cache import CHUNK, PromptCache, shared_prefix
+from course_server.wire import Options
 
 SKU = {"type": "string", "description": "Product code, e.g. SKU-01234."}
 TOOLS = [{"type": "function", "function": {

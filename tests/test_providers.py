@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from course_lib import dialects
 from course_lib.providers import (
     ADAPTERS,
     LoopStopped,
@@ -21,7 +22,6 @@ from course_lib.providers import (
     responses_input,
     run,
 )
-from course_lib.server import dialects
 
 SYSTEM = "You are the kiosk's assistant."
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from course_lib import dialects
 from course_lib.chat_template import ESCAPE, Prompt, is_unmarked, render_prompt, template_markers, token_pieces
-from course_lib.server import dialects
-from course_lib.server.app import template_inputs
-from course_lib.server.wire import ChatRequest
+from course_server.app import template_inputs
+from course_server.wire import ChatRequest
 
 from helpers import QWEN_TEMPLATE
 
@@ -159,8 +159,8 @@ def test_the_wrappers_cannot_run_out_or_be_forged():
 @pytest.mark.model
 def test_the_real_tokens_have_only_the_templates_control_tokens():
     """The same property on the real tokenizer: the control and user-defined token ids of the list."""
-    from course_lib.models import resolve_model
-    from course_lib.server.model import LoadedModel
+    from course_server.model import LoadedModel
+    from course_server.models import resolve_model
 
     engine = LoadedModel(*resolve_model())
     assert {"<tool_call>", "</tool_call>"} <= set(engine.user_defined)
@@ -179,8 +179,8 @@ def test_the_real_tokens_have_only_the_templates_control_tokens():
 def test_a_tool_result_holding_a_call_tag_gets_no_call_token():
     """The reproduced case: a tool result holding ``<tool_call>{...}`` gave 203 prompt tokens against
     209 for a look-alike, its tags read as the model's own call token."""
-    from course_lib.models import resolve_model
-    from course_lib.server.model import LoadedModel
+    from course_server.model import LoadedModel
+    from course_server.models import resolve_model
 
     engine = LoadedModel(*resolve_model())
     call = engine.user_defined["<tool_call>"]

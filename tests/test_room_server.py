@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from course_lib.client import Client, OllamaError
 from course_lib.runtime import served_models
-from course_lib.server.app import create_app, parse_args
+from course_server.app import create_app, parse_args
 
 from helpers import FAKE_MODEL, FakeEngine, serving
 

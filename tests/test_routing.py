@@ -7,9 +7,9 @@ import pytest
 
 from course_lib.fake_model import ScriptedModel, calls, says
 from course_lib.kiosk import Kiosk, KioskAgent, Router, evaluate, load_cases, paired_successes, summary
-from course_lib.kiosk.__main__ import main, results_name
 from course_lib.kiosk.routing import Decision, invalid_arguments, no_call_on_first_turn, unknown_tool
 from course_lib.tools import tool_schema
+from course_tools.kiosk_table import main, results_name
 
 DATA = Path(__file__).parents[1] / "data" / "products.json"
 CASES = DATA.parent / "kiosk_requests.json"

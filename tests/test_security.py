@@ -436,7 +436,7 @@ def test_remembered_replies_answer_a_repeated_temperature_0_request_without_the_
 
 
 def test_the_command_line_names_an_unknown_defense(capsys):
-    from course_lib.security.__main__ import main
+    from course_tools.security_table import main
     with pytest.raises(SystemExit):
         main(["table", "--defenses", "no defense,firewall"])
     assert "unknown defenses ['firewall']" in capsys.readouterr().err
@@ -448,7 +448,7 @@ def test_the_command_line_names_an_unknown_defense(capsys):
 @pytest.mark.model
 def test_the_command_line_runs_a_row_on_one_fresh_server_and_remembers_repeated_requests(tmp_path, capsys):
     from course_lib.security import load_outcomes
-    from course_lib.security.__main__ import main
+    from course_tools.security_table import main
 
     main(["table", "--quick", "--defenses", "no defense,argument policy", "--out", str(tmp_path)])
     saved = json.loads((tmp_path / "defense_table.json").read_text())

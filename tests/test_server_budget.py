@@ -25,13 +25,13 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from course_lib.server import connections, guard
-from course_lib.server.app import INTERNAL_ERROR, create_app, parse_args
-from course_lib.server.engine import Engine
-from course_lib.server.generation import TimeBudget, TimeBudgetExceeded, check_sampling_time, past_deadline
-from course_lib.server.grammar_limits import MAX_PATTERN_AMBIGUITY, SchemaTooComplex, check_format
-from course_lib.server.scheduler import FairSlots
-from course_lib.server.wire import MAX_JSON_CONTAINERS, Options
+from course_server import connections, guard
+from course_server.app import INTERNAL_ERROR, create_app, parse_args
+from course_server.engine import Engine
+from course_server.generation import TimeBudget, TimeBudgetExceeded, check_sampling_time, past_deadline
+from course_server.grammar_limits import MAX_PATTERN_AMBIGUITY, SchemaTooComplex, check_format
+from course_server.scheduler import FairSlots
+from course_server.wire import MAX_JSON_CONTAINERS, Options
 
 from helpers import FAKE_MODEL, FakeEngine, wait_until
 
@@ -271,7 +271,7 @@ def test_a_body_is_parsed_and_validated_off_the_event_loop(client, monkeypatch):
         threads.append(threading.current_thread().name)
         return parse(body)
 
-    monkeypatch.setattr("course_lib.server.app.parse_json_object", recording)
+    monkeypatch.setattr("course_server.app.parse_json_object", recording)
     for path, body in [("/api/chat", {"model": FAKE_MODEL, "messages": HI, "stream": False}),
                        ("/api/show", {"model": FAKE_MODEL}),
                        ("/v1/chat/completions", {"model": FAKE_MODEL, "messages": HI}),

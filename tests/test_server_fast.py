@@ -19,8 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from course_lib import __version__
-from course_lib.server.app import INTERNAL_ERROR, create_app
-from course_lib.server.generation import GenerationStats
+from course_server.app import INTERNAL_ERROR, create_app
+from course_server.generation import GenerationStats
 
 from helpers import FAKE_MODEL, NOW_TOOL, QWEN_TEMPLATE, FakeEngine, serving, tokens_of, wait_until
 
@@ -600,8 +600,8 @@ def test_a_client_that_leaves_while_queued_never_generates(tmp_path):
 
 
 def test_the_prompt_cache_is_on_by_default_and_reset_cache_turns_it_off(capsys):
-    from course_lib.server.app import parse_args
-    from course_lib.server.generation import DEFAULT_PROMPT_CACHE
+    from course_server.app import parse_args
+    from course_server.generation import DEFAULT_PROMPT_CACHE
 
     assert DEFAULT_PROMPT_CACHE > 0 and parse_args([]).prompt_cache == DEFAULT_PROMPT_CACHE
     assert parse_args(["--prompt-cache", "0"]).prompt_cache == 0
@@ -628,7 +628,7 @@ def test_an_engine_with_slots_runs_that_many_at_once_and_queues_the_rest(tmp_pat
 
 
 def test_parallel_slots_need_the_prompt_cache():
-    from course_lib.server.app import parse_args
+    from course_server.app import parse_args
     assert parse_args([]).parallel is None and parse_args(["--parallel", "2"]).parallel == 2
     assert parse_args(["--reset-cache", "--parallel", "4"]).parallel == 1
     assert parse_args(["--prompt-cache", "0"]).parallel == 1
@@ -637,7 +637,7 @@ def test_parallel_slots_need_the_prompt_cache():
 
 
 def test_weights_are_repacked_unless_asked_not_to():
-    from course_lib.server.app import parse_args
+    from course_server.app import parse_args
     assert parse_args([]).no_repack is False and parse_args(["--no-repack"]).no_repack is True
 
 

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from course_lib.server.guard import (
+from course_server.guard import (
     ApiError,
     check_content_type,
     check_origin_and_host,

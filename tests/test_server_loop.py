@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
-from course_lib.server.app import create_app, file_digest
 from course_lib.tool_parser import parse_tool_calls
+from course_server.app import create_app, file_digest
 
 from helpers import FAKE_MODEL, NOW_TOOL, FakeEngine, serving, wait_until
 

@@ -1,4 +1,4 @@
-"""Slides from the lessons (course_lib/slides.py): a real lesson through nbconvert's reveal.js exporter.
+"""Slides from the lessons (course_tools/slides.py): a real lesson through nbconvert's reveal.js exporter.
 
 Fast and model-free: the decks show the committed outputs, nothing is executed."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import slides
+from course_tools import slides
 
 LESSON = Path(__file__).resolve().parent.parent / "notebooks" / "01_the_wire.ipynb"
 

@@ -1,8 +1,8 @@
 """Style and types: ruff and mypy, configured in pyproject.toml, find nothing.
 
 There is no `ruff format` check: the code is formatted by hand (see pyproject.toml).
-`python3 course.py python -m ruff check --fix course_lib tests course.py benchmarks` sorts
-the imports; the rest (a line too long, ...) is fixed by hand.
+`python3 course.py python -m ruff check --fix course_lib course_server course_grading course_tools tests
+course.py` sorts the imports; the rest (a line too long, ...) is fixed by hand.
 """
 
 import subprocess
@@ -17,8 +17,8 @@ ROOT = Path(__file__).parents[1]
 
 
 @pytest.mark.parametrize("tool", [
-    ["ruff", "check", "course_lib", "tests", "course.py", "benchmarks"],
-    ["mypy"],  # the files to check are in pyproject.toml: course_lib
+    ["ruff", "check", "course_lib", "course_server", "course_grading", "course_tools", "tests", "course.py"],
+    ["mypy"],  # the files to check are in pyproject.toml: the four rooms
 ], ids=["ruff", "mypy"])
 def test_the_checker_finds_nothing(tool):
     done = subprocess.run([sys.executable, "-m", *tool], cwd=ROOT, capture_output=True, text=True, timeout=300)

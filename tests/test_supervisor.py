@@ -1,5 +1,5 @@
 """The model's process is supervised: killing it fails only the requests it was serving, and the
-server stays up, restarts it and serves the next request (``course_lib/server/supervisor.py``).
+server stays up, restarts it and serves the next request (``course_server/supervisor.py``).
 
 The child runs the scripted ``FakeEngine``, so these tests need no model and take seconds;
 ``test_server_hostile.py`` kills the real model's process too.
@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from course_lib.server.app import create_app
-from course_lib.server.supervisor import ModelRestarted, ModelStartFailed, SupervisedEngine, exit_reason
+from course_server.app import create_app
+from course_server.supervisor import ModelRestarted, ModelStartFailed, SupervisedEngine, exit_reason
 
 from helpers import FAKE_MODEL, FakeEngine, serving, wait_until
 

@@ -20,20 +20,21 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import checks, grading
+from course_grading import grading
+from course_grading.exercises import STUB
+from course_grading.exercises import build as build_exercises
+from course_grading.grading import Result, format_report, grade, language_of, sections
+from course_lib import checks
+from course_lib.check_messages import parse as parse_messages
 from course_lib.config import course_file, course_language
-from course_lib.exercises import STUB
-from course_lib.exercises import build as build_exercises
-from course_lib.grading import Result, format_report, grade, sections
-from course_lib.translation.__main__ import main, status_lines
-from course_lib.translation.build import built, language_of
-from course_lib.translation.catalogue import Block, CatalogueError, parse
-from course_lib.translation.links import broken, moved, relative_links
-from course_lib.translation.messages import message_status, messages_in, skeleton
-from course_lib.translation.messages import parse as parse_messages
-from course_lib.translation.sources import source_for, sources
-from course_lib.translation.status import survey
-from course_lib.translation.units import markdown_sections, notebook_units, slug, text_hash, units_of
+from course_tools.translation.build import built
+from course_tools.translation.catalogue import Block, CatalogueError, parse
+from course_tools.translation.cli import main, status_lines
+from course_tools.translation.links import broken, moved, relative_links
+from course_tools.translation.messages import message_status, messages_in, skeleton
+from course_tools.translation.sources import source_for, sources
+from course_tools.translation.status import survey
+from course_tools.translation.units import markdown_sections, notebook_units, slug, text_hash, units_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +140,7 @@ def course(tmp_path: Path) -> Path:
                                                            markdown("02-01", "A cell that moves.")])
     write_notebook(tmp_path / "exercises" / "01_a.ipynb", [
         markdown("e-00", "# Exercises · Lesson 01, addition"),
-        code("e-setup", "from course_lib.grading import check_equal, submit"),
+        code("e-setup", "from course_lib.checks import check_equal, submit"),
         markdown("e-01", "## Exercise 1 · Addition\n\nWrite `add`."),
         code("e-02", f"def add(a, b):\n    {STUB}"),
         code("e-03", '# CHECK exercise 1\ndef judge(answers):\n'
@@ -402,7 +403,7 @@ def test_in_a_japanese_kernel_the_checks_read_the_course_message_catalogue(tmp_p
     english, japanese = next((english, japanese) for english, japanese in
                              parse_messages((ROOT / "translations" / "ja" / "checks.md").read_text()).items()
                              if "{" not in english)
-    program = f"from course_lib.grading import check\ncheck(True, {english!r})"
+    program = f"from course_lib.checks import check\ncheck(True, {english!r})"
     for language, expected in (("ja", japanese), (None, english)):
         env = {key: value for key, value in os.environ.items() if key != "COURSE_LANG"}
         env |= {"COURSE_LANG": language} if language else {}
@@ -535,7 +536,7 @@ def test_every_english_unit_has_a_current_japanese_translation():
     lines = [line for status in result.statuses if not status.ok for line in status_lines(ROOT, status, show=False)]
     lines += [f"✘ {path.as_posix()}: no English file has this catalogue" for path in result.lonely]
     lines += [f"✘ {path.as_posix()}: {problem}" for path, problem in result.lonely_problems.items()]
-    assert not lines, ("not translated yet (`python -m course_lib.translation status ja --show`):\n"
+    assert not lines, ("not translated yet (`python -m course_tools translation status ja --show`):\n"
                        + "\n".join(lines))
 
 
@@ -555,7 +556,7 @@ def test_the_committed_japanese_files_are_what_build_writes():
             wrong.append(f"{status.source.built}: missing")
         elif path.read_text(encoding="utf-8") != expected:
             wrong.append(f"{status.source.built}: not what build writes")
-    assert not wrong, "run `python -m course_lib.translation build ja` and commit:\n" + "\n".join(wrong)
+    assert not wrong, "run `python -m course_tools translation build ja` and commit:\n" + "\n".join(wrong)
 
 
 @pytest.mark.release
@@ -578,7 +579,7 @@ def test_every_check_message_of_the_solutions_has_a_japanese_translation():
     found = message_status("ja", ROOT)
     assert not found.orphans, f"translations/ja/checks.md has messages no check says any more: {found.orphans}"
     assert not found.missing, (f"{len(found.missing)} check messages have no Japanese in translations/ja/checks.md "
-                               f"(to add, as `python -m course_lib.translation messages ja` prints them):\n"
+                               f"(to add, as `python -m course_tools translation messages ja` prints them):\n"
                                + skeleton(found.missing))
     assert len(found.data) <= 1, f"messages that are data, shown as they are: {found.data}"
 
@@ -645,7 +646,7 @@ def test_the_cwd_relative_path_finder_finds_what_it_should():
 def test_no_code_cell_names_a_course_file_relative_to_its_folder():
     """The Japanese edition runs one folder deeper (``notebooks/ja/``): ``course_file("data/x.json")``
     works from both, ``"../data/x.json"`` only from ``notebooks/``. (An exercise's cells come from
-    ``solutions/``: change them there, then ``python -m course_lib.exercises build``.)"""
+    ``solutions/``: change them there, then ``python -m course_grading exercises build``.)"""
     found = [f"{folder}/{path.name}, cell {cell_id}: {text!r}" for folder in ("notebooks", "exercises")
              for path in sorted((ROOT / folder).glob("*.ipynb"))
              for cell_id, text in cwd_relative_paths(json.loads(path.read_text(encoding="utf-8")))]

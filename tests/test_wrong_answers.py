@@ -28,9 +28,9 @@ import pytest
 from wrong_answers import WRONG, Wrong
 
 import course_lib
+from course_grading.exercises import BEGIN, END
+from course_grading.grading import is_check, sections
 from course_lib import runtime
-from course_lib.exercises import BEGIN, END
-from course_lib.grading import is_check, sections
 
 ROOT = Path(__file__).parents[1]
 SOLUTIONS = ROOT / "solutions"
@@ -201,8 +201,8 @@ def test_a_wrong_answer_fails_its_check_on_the_model(url, monkeypatch, name: str
 
 def test_uses_reference_finds_the_reference_however_it_is_reached_and_puts_everything_back():
     from course_lib import experiments, providers
+    from course_lib.checks import uses_reference
     from course_lib.experiments import statistics, wilson_interval
-    from course_lib.grading import uses_reference
     from course_lib.providers import AnthropicMessages
 
     original_calls = vars(AnthropicMessages)["calls"]

@@ -57,4 +57,32 @@ a declared tool, which the server reads as a call.
 Limiting an ``auto`` turn to one call would mean dropping the calls after the first from
 the reply, and translating a request cannot do that, so that combination is refused with
 the alternative named, rather than accepted and ignored.
+
+The package's own names (below) are what the server's routes and response streams use, and what
+lesson 10 imports: ``from course_lib import dialects``, then ``dialects.openai_request(...)``.
 """
+
+from course_lib.dialects.anthropic_messages import (
+    anthropic_blocks,
+    anthropic_error,
+    anthropic_request,
+    anthropic_response,
+    anthropic_stop_reason,
+    anthropic_tool_choice,
+    anthropic_usage,
+)
+from course_lib.dialects.ollama import DialectError, random_id
+from course_lib.dialects.openai_chat import (
+    openai_error,
+    openai_finish_reason,
+    openai_request,
+    openai_response,
+    openai_tool_calls,
+    openai_tool_choice,
+    openai_usage,
+)
+
+__all__ = ["DialectError", "anthropic_blocks", "anthropic_error", "anthropic_request",
+           "anthropic_response", "anthropic_stop_reason", "anthropic_tool_choice", "anthropic_usage",
+           "openai_error", "openai_finish_reason", "openai_request", "openai_response", "openai_tool_calls",
+           "openai_tool_choice", "openai_usage", "random_id"]

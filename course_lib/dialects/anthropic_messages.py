@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..messages import Message
-from .ollama import (
+from course_lib.dialects.ollama import (
     MAX_OUTPUT_TOKENS,
     DialectError,
     ToolChoice,
@@ -28,6 +27,7 @@ from .ollama import (
     text_of,
     typed,
 )
+from course_lib.messages import Message
 
 
 def anthropic_tool(declaration: dict[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from ..messages import Message
-from ..tool_parser import call_format
+from course_lib.messages import Message
+from course_lib.tool_parser import call_format
 
 MAX_OUTPUT_TOKENS = 32_768  # the server's bound on options.num_predict (server/wire.py)
 

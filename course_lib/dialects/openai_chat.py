@@ -24,9 +24,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ..messages import Message
-from .json_text import read_json
-from .ollama import (
+from course_lib.dialects.json_text import read_json
+from course_lib.dialects.ollama import (
     DialectError,
     ToolChoice,
     declared,
@@ -40,6 +39,7 @@ from .ollama import (
     text_of,
     typed,
 )
+from course_lib.messages import Message
 
 OPTION_FIELDS = {"temperature": "temperature", "top_p": "top_p", "seed": "seed", "num_predict": "max_tokens",
                  "stop": "stop", "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",

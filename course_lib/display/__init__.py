@@ -13,9 +13,9 @@ results these draw (``loop``, ``experiments``, ``security``) never import this l
 even inside a function (``tests/test_architecture.py``): logic does not depend on its pictures.
 """
 
-from .approval import approval_panel, shown, visible
-from .plots import interval_bars, plot_rates, plot_table, plot_timeline
-from .source import show_source
+from course_lib.display.approval import approval_panel, shown, visible
+from course_lib.display.plots import interval_bars, plot_rates, plot_table, plot_timeline
+from course_lib.display.source import show_source
 
 __all__ = ["approval_panel", "interval_bars", "plot_rates", "plot_table", "plot_timeline", "show_source", "shown",
            "visible"]

@@ -27,9 +27,9 @@ import unicodedata
 
 import ipywidgets as widgets
 
-from ..security.defenses import ApprovalGate, ParkedCall, call_digest
-from ..security.executor import guarded_executor
-from ..tools import ToolFunction
+from course_lib.security.defenses import ApprovalGate, ParkedCall, call_digest
+from course_lib.security.executor import guarded_executor
+from course_lib.tools import ToolFunction
 
 HIDDEN = {"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"}  # controls, format, private, unassigned, line breaks
 

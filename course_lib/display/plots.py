@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..experiments import Rate
-from ..loop import Transcript
-from ..security.table import Row
+from course_lib.experiments import Rate
+from course_lib.loop import Transcript
+from course_lib.security.table import Row
 
 
 def interval_bars(ax: Any, xs: Sequence[float], rates: Sequence[Rate], **style: Any) -> None:

@@ -21,8 +21,8 @@ One module per part: ``statistics`` (rates, Wilson intervals, a rate as text), `
 (``plot_rates``), above this layer.
 """
 
-from ..config import quick_mode, workers
-from .runner import (
+from course_lib.config import quick_mode, workers
+from course_lib.experiments.runner import (
                      Experiment,
                      Prompt,
                      Record,
@@ -36,7 +36,7 @@ from .runner import (
                      save_rates,
                      trials,
 )
-from .statistics import Rate, rate_text, wilson_interval
+from course_lib.experiments.statistics import Rate, rate_text, wilson_interval
 
 __all__ = ["Experiment", "Prompt", "Rate", "Record", "load_rates", "quick_mode", "rate_text", "raw_sender",
            "raw_tool_request", "right_call", "run_all", "run_condition", "save", "save_rates", "trials",

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from .runner import Prompt
+from course_lib.experiments.runner import Prompt
 
 Language = Literal["en", "ja"]
 

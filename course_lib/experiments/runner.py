@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
-from ..chat_template import render
-from ..config import quick_mode
-from ..tool_parser import parse_tool_calls
-from .statistics import Rate
+from course_lib.chat_template import render
+from course_lib.config import quick_mode
+from course_lib.experiments.statistics import Rate
+from course_lib.tool_parser import parse_tool_calls
 
 Prompt = dict[str, Any]
 Item = TypeVar("Item")

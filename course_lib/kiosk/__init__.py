@@ -19,10 +19,10 @@ together; :func:`evaluate` runs it on a fixed set of customer requests.
 One module per part: ``shop`` (the data, its tools and side effects), ``agent`` (the
 layers wired together), ``evaluation`` (the fixed requests and their judge), ``routing``
 (a small model first, a larger one for the turns that fail a check), ``panel`` (the chat
-widget); ``python -m course_lib.kiosk`` runs the evaluation and the routing measurement.
+widget); ``python -m course_tools kiosk`` runs the evaluation and the routing measurement.
 """
 
-from .agent import (
+from course_lib.kiosk.agent import (
     EXAMPLE_PRICES,
     LIMITS,
     OPTIONS,
@@ -33,7 +33,7 @@ from .agent import (
     ReviewReader,
     StaffReviewer,
 )
-from .evaluation import (
+from course_lib.kiosk.evaluation import (
     VARIANTS,
     EvalCase,
     Result,
@@ -47,9 +47,9 @@ from .evaluation import (
     save_results,
     summary,
 )
-from .panel import chat_panel
-from .routing import Router
-from .shop import SIDE_EFFECTS, UNTRUSTED, Kiosk, OrderId, Sku, Yen
+from course_lib.kiosk.panel import chat_panel
+from course_lib.kiosk.routing import Router
+from course_lib.kiosk.shop import SIDE_EFFECTS, UNTRUSTED, Kiosk, OrderId, Sku, Yen
 
 __all__ = ["EXAMPLE_PRICES", "EvalCase", "Kiosk", "KioskAgent", "KioskReply", "LIMITS", "OPTIONS", "OrderId",
            "RecipientAllowlist", "Result", "ReviewReader", "Router", "SIDE_EFFECTS", "SYSTEM_PROMPT", "Sku",

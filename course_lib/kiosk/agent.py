@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from ..loop import ChatModel, Executor, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
-from ..messages import ToolResult
-from ..security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext, amounts_named_in
-from ..security.executor import guarded_executor
-from ..security.workspace import email_address
-from ..tools import ToolFunction
-from ..tracing import Prices, Span, Tracer
-from .shop import UNTRUSTED, Kiosk
+from course_lib.kiosk.shop import UNTRUSTED, Kiosk
+from course_lib.loop import ChatModel, Executor, FirstCallRequired, Limits, LoopLimitReached, Transcript, run_agent
+from course_lib.messages import ToolResult
+from course_lib.security.defenses import ApprovalGate, Defense, Quarantine, Reviewer, RunContext, amounts_named_in
+from course_lib.security.executor import guarded_executor
+from course_lib.security.workspace import email_address
+from course_lib.tools import ToolFunction
+from course_lib.tracing import Prices, Span, Tracer
 
 SYSTEM_PROMPT = ("You are the product assistant of an industrial parts kiosk. Use the tools to look up products "
                  "and orders; never guess stock, prices or lead times. Answer the customer in one or two sentences.")

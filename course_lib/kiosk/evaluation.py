@@ -1,7 +1,7 @@
 """The capstone's evaluation: fixed customer requests, each judged on what really happened.
 
 Run it from a notebook (lesson 11) or from the command line, on any model the course knows
-(``python -m course_lib.kiosk evaluate --model qwen2.5-coder:1.5b``): both run the same
+(``python -m course_tools kiosk evaluate --model qwen2.5-coder:1.5b``): both run the same
 ``VARIANTS`` through ``run_variants`` and save them with ``save_results``."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import quick_mode
-from ..experiments import run_all
-from ..loop import ChatModel
-from .agent import KioskAgent, KioskReply
-from .routing import Router
-from .shop import Kiosk
+from course_lib.config import quick_mode
+from course_lib.experiments import run_all
+from course_lib.kiosk.agent import KioskAgent, KioskReply
+from course_lib.kiosk.routing import Router
+from course_lib.kiosk.shop import Kiosk
+from course_lib.loop import ChatModel
 
 VARIANTS: dict[str, dict[str, Any]] = {"as built": {}, "first call required": {"first_call_required": True}}
 """The agent's configurations the evaluation compares: name -> ``KioskAgent`` fields."""

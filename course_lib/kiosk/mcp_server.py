@@ -16,9 +16,9 @@ from pathlib import Path
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
-from ..mcp_tools import serveable
-from ..tools import parse_docstring
-from .shop import Kiosk
+from course_lib.kiosk.shop import Kiosk
+from course_lib.mcp_tools import serveable
+from course_lib.tools import parse_docstring
 
 DATA = Path(__file__).parents[2] / "data" / "products.json"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .agent import KioskAgent
+from course_lib.kiosk.agent import KioskAgent
 
 SEND, WORKING = "Send", "Answering..."
 
@@ -20,7 +20,7 @@ def chat_panel(agent: KioskAgent):
     works, the Send button says so in words and is greyed out."""
     import ipywidgets as widgets
 
-    from ..display import approval_panel, shown
+    from course_lib.display import approval_panel, shown
 
     agent.gate.reviewer = lambda run, name, arguments: None
     log, pending = widgets.HTML(), widgets.VBox()

@@ -42,10 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..loop import ChatModel
-from ..messages import Message
-from ..tools import BrokenSchema, DeclaredTool
-from ..tracing import model_name
+from course_lib.loop import ChatModel
+from course_lib.messages import Message
+from course_lib.tools import BrokenSchema, DeclaredTool
+from course_lib.tracing import model_name
 
 Check = Callable[[list[Message], list[dict[str, Any]], Message], str | None]
 """``check(messages sent, tools declared, reply message)``: why the reply needs the larger model, or None."""

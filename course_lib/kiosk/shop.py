@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..reliability import FakePaymentService, Idempotent, idempotency_key, with_retries
-from ..security.workspace import EmailAddress
-from ..tools import ToolFunction
+from course_lib.reliability import FakePaymentService, Idempotent, idempotency_key, with_retries
+from course_lib.security.workspace import EmailAddress
+from course_lib.tools import ToolFunction
 
 # [0-9], not \d: \d also matches Arabic-Indic, Devanagari, full-width... digits. ``$`` is safe
 # here: pydantic's regex engine (like JSON Schema's) matches it only at the very end.

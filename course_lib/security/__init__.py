@@ -15,8 +15,8 @@ lessons 9b, 12 and 13 build on them).
 Plots and widgets (``plot_table``, the approval panel) are in ``course_lib.display``, above this layer.
 """
 
-from .bench import Outcome, RememberedReplies, run_case, run_table, table_cases
-from .defenses import (
+from course_lib.security.bench import Outcome, RememberedReplies, run_case, run_table, table_cases
+from course_lib.security.defenses import (
     Allowlist,
     ApprovalGate,
     ArgumentPolicy,
@@ -33,10 +33,10 @@ from .defenses import (
     request_reviewer,
     tools_for_request,
 )
-from .executor import guarded_executor
-from .scenarios import Case, ScenarioError, Scenarios, holds, load_scenarios
-from .table import Row, best_defense, claims, load_outcomes, save_table, summarise, table_text
-from .workspace import Workspace, build_workspace
+from course_lib.security.executor import guarded_executor
+from course_lib.security.scenarios import Case, ScenarioError, Scenarios, holds, load_scenarios
+from course_lib.security.table import Row, best_defense, claims, load_outcomes, save_table, summarise, table_text
+from course_lib.security.workspace import Workspace, build_workspace
 
 
 def standard_defenses() -> dict[str, list[Defense]]:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .agentdojo_results import Mode, PairResult
+from course_lib.security.agentdojo_results import Mode, PairResult
 
 try:
     import openai

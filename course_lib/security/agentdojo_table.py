@@ -13,7 +13,7 @@ The unit of n is the run: a benign run is one user task, an attacked run one dis
 share their tasks, and the attacked intervals are narrower than the tasks alone would give
 (lesson 8); with one goal, a pair is a task.
 
-``python -m course_lib.security.agentdojo_table`` runs the table outside a notebook and saves
+``python -m course_tools agentdojo`` runs the table outside a notebook and saves
 it to ``data/results/agentdojo_banking_<model>.json`` after every run (``--resume`` goes on
 from there); ``--quick`` (or ``COURSE_QUICK=1``) runs a few tasks and goals.
 """
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from ..experiments import Rate, quick_mode, rate_text
-from .agentdojo_results import Mode, PairResult
+from course_lib.experiments import Rate, quick_mode, rate_text
+from course_lib.security.agentdojo_results import Mode, PairResult
 
 if TYPE_CHECKING:  # AgentDojo is an optional extra: only running needs it, not reading results
     import openai
@@ -152,7 +152,7 @@ def run_row(suite: Any, client: openai.OpenAI, model: str, mode: Mode, defense: 
     ``after_each(row)`` is called after every run (the command line saves there)."""
     from agentdojo.attacks.attack_registry import load_attack
 
-    from .agentdojo_bridge import pipeline, run_pair
+    from course_lib.security.agentdojo_bridge import pipeline, run_pair
 
     agent, transcript = pipeline(mode, client, model, defense, max_iters, max_tokens)
     attack = load_attack(ATTACK, suite, agent)
@@ -173,7 +173,7 @@ def do_nothing_row(suite: Any, user_tasks: Sequence[str], injection_tasks: Seque
     AgentDojo's own checks: the utility a benchmark gives for free. No model is called."""
     from agentdojo.attacks.attack_registry import load_attack
 
-    from .agentdojo_bridge import do_nothing_pipeline, run_pair
+    from course_lib.security.agentdojo_bridge import do_nothing_pipeline, run_pair
 
     agent, transcript = do_nothing_pipeline()
     attack, row = load_attack(ATTACK, suite, agent), Row(DO_NOTHING, None)
@@ -260,10 +260,10 @@ def load(path: Path) -> tuple[dict[str, Any], list[Row]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from ..runtime import EmbeddedServer, chosen_model
-    from .agentdojo_bridge import DEFENSES, openai_client
+    from course_lib.runtime import EmbeddedServer, chosen_model
+    from course_lib.security.agentdojo_bridge import DEFENSES, openai_client
 
-    parser = argparse.ArgumentParser(prog="python -m course_lib.security.agentdojo_table",
+    parser = argparse.ArgumentParser(prog="python -m course_tools agentdojo",
                                      description="AgentDojo's banking suite against the course's model.")
     parser.add_argument("--modes", default="native,prompting", help="native, prompting, or both (comma-separated)")
     parser.add_argument("--defenses", default="none,repeat_user_prompt,spotlighting_with_delimiting,tool_filter",
@@ -321,7 +321,3 @@ def main(argv: list[str] | None = None) -> None:
             embedded.stop()
     print(table_text(rows), f"\n{sum(len(r.benign) + len(r.attacked) for r in rows)} runs in "
           f"{sum(row.seconds for row in rows) / 60:.1f} minutes; saved {out}")
-
-
-if __name__ == "__main__":
-    main()

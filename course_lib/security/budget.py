@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .defenses import Defense, RunContext
+from course_lib.security.defenses import Defense, RunContext
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,16 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..loop import ChatModel, Executor
-from ..messages import ErrorKind, ToolResult, as_result
-from ..tools import ToolFunction
-from .workspace import IBAN_LENGTHS, READ_TOOLS, RECIPIENT_ARGUMENT, SIDE_EFFECT_TOOLS, canonical_recipient
+from course_lib.loop import ChatModel, Executor
+from course_lib.messages import ErrorKind, ToolResult, as_result
+from course_lib.security.workspace import (
+    IBAN_LENGTHS,
+    READ_TOOLS,
+    RECIPIENT_ARGUMENT,
+    SIDE_EFFECT_TOOLS,
+    canonical_recipient,
+)
+from course_lib.tools import ToolFunction
 
 OPTIONS = {"temperature": 0, "seed": 0, "num_predict": 80}  # greedy: a run, and each defense's call, can be repeated
 

@@ -19,10 +19,10 @@ import copy
 import inspect
 from typing import Any
 
-from ..loop import Executor
-from ..messages import ErrorKind, ToolResult
-from ..tools import ToolFunction, result_of, validate_call
-from .defenses import Defense, RunContext
+from course_lib.loop import Executor
+from course_lib.messages import ErrorKind, ToolResult
+from course_lib.security.defenses import Defense, RunContext
+from course_lib.tools import ToolFunction, result_of, validate_call
 
 
 def guarded_executor(defenses: list[Defense], run: RunContext, tools: dict[str, ToolFunction]) -> Executor:

@@ -34,9 +34,9 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from mcp.types import Tool, ToolAnnotations
 
-from ..experiments import quick_mode
-from ..loop import ChatModel
-from ..mcp_tools import (
+from course_lib.experiments import quick_mode
+from course_lib.loop import ChatModel
+from course_lib.mcp_tools import (
     McpSession,
     pin,
     reviewed_definitions,
@@ -44,12 +44,12 @@ from ..mcp_tools import (
     with_reviewed_descriptions,
     without_changed,
 )
-from ..tools import ToolFunction, parse_docstring
-from .bench import Outcome, ToolSource, run_case, run_rows
-from .defenses import ArgumentPolicy, Defense
-from .journal import RunJournal
-from .scenarios import Case, Scenarios
-from .workspace import READ_TOOLS, Workspace, build_workspace
+from course_lib.security.bench import Outcome, ToolSource, run_case, run_rows
+from course_lib.security.defenses import ArgumentPolicy, Defense
+from course_lib.security.journal import RunJournal
+from course_lib.security.scenarios import Case, Scenarios
+from course_lib.security.workspace import READ_TOOLS, Workspace, build_workspace
+from course_lib.tools import ToolFunction, parse_docstring
 
 TEMPLATES = {
     # the shape of Invariant Labs' tool poisoning example (2025): an order hidden in a tag

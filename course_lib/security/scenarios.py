@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .workspace import POSITIONS, Workspace, build_workspace, canonical_recipient
+from course_lib.security.workspace import POSITIONS, Workspace, build_workspace, canonical_recipient
 
 Check = dict[str, Any]
 KINDS = ("answer", "act")

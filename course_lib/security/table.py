@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..experiments import Rate, rate_text, save_rates
-from ..experiments.paired import ALPHA, PairedTest, clustered_sign_test, units_needed
-from .bench import Outcome
-from .scenarios import Case
+from course_lib.experiments import Rate, rate_text, save_rates
+from course_lib.experiments.paired import ALPHA, PairedTest, clustered_sign_test, units_needed
+from course_lib.security.bench import Outcome
+from course_lib.security.scenarios import Case
 
 
 @dataclass

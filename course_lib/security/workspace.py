@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from ..tools import ToolFunction
+from course_lib.tools import ToolFunction
 
 READ_TOOLS = frozenset({"read_inbox", "read_web_page"})
 SIDE_EFFECT_TOOLS = frozenset({"send_email", "send_money"})
