@@ -1,7 +1,7 @@
 """Which requests' tokens are decoded together: the batched decoder's policy, as pure code.
 
 ``BatchedDecoder`` (``batching.py``) owns a llama.cpp context; the decisions it makes about
-its slots need no model and are tested without one (``tests/test_batch_policy.py``):
+its slots need no model and are tested without one (``tests/server/test_batch_policy.py``):
 
 - which busy sequences share a ``llama_decode`` (``neighbour_batches``): llama.cpp splits a
   batch whose sequences are not neighbours, and more rows than ``rows`` would change the

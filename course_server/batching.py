@@ -19,7 +19,7 @@ rows is the one for llama.cpp's repacked weights (``model.py``); with ``repack=F
 (``--no-repack``) every row is computed alike and 6 of 6 rows measure bit-identical there,
 for about 3% more time per token. A request's answer is then the same token for token whether
 it ran alone or next to others, and the same as llama-cpp-python's own ``Llama.generate``
-gives with the same prompt cache (``tests/test_batching.py`` checks both). With more slots
+gives with the same prompt cache (``tests/server/test_batching.py`` checks both). With more slots
 than ``rows`` (``--parallel 4``) a step takes two calls: 4 sequences are decoded as two batches
 of 2, which on 2 cores took 80 ms a step where 3 sequences in one batch took 45.
 

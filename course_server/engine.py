@@ -16,7 +16,7 @@ This is the part of an Ollama-like server that is not HTTP. Three pieces, one id
   prompt that OpenAI's and Anthropic's usage fields report.
 
 This module imports no llama.cpp (the two above do), so ``Engine.generate`` is tested with a
-scripted decoder in ``tests/test_engine_parts.py``. The server never calls a decoder itself:
+scripted decoder in ``tests/server/test_engine_parts.py``. The server never calls a decoder itself:
 how many requests run and wait is the scheduler's decision (``scheduler.py``), and the decoders
 take what it hands them. ``one_at_a_time_engine`` and ``batched_engine`` build the two kinds.
 """

@@ -14,7 +14,7 @@ batch of 400 can give other logits, and at temperature 0 another answer, than th
 prompt evaluated from scratch. Here every prompt is evaluated in chunks of ``chunk`` tokens
 that start at multiples of ``chunk``, and only whole chunks are reused: a chunk's keys and
 values are then the same numbers whether they were computed now or restored, and so is
-everything after them. tests/test_prompt_cache.py checks it token for token against this
+everything after them. tests/server/test_prompt_cache.py checks it token for token against this
 cache's own cold run (the same engine, build and thread count). The answers need not equal
 those of a decoder without this cache, which evaluates in other batches.
 
@@ -58,7 +58,7 @@ class Sequence(Protocol):
     """One sequence in a model's KV cache, as the prompt cache uses it.
 
     The batched decoder has one per slot of a shared context (``context.ContextSequence``);
-    the tests use a list of tokens (``tests/test_prompt_cache.py``).
+    the tests use a list of tokens (``tests/server/test_prompt_cache.py``).
     """
 
     live: tuple[int, ...]  # the whole chunks of the last prompt prepared on it, still in the cache

@@ -56,7 +56,7 @@ except Exception:  # not installed, or its compiled library does not load
     # The fast path (``-m "not model"``) needs no compiled llama.cpp: these modules test the
     # engine itself (every test in them is ``model``) and import it at the top, so without the
     # library they are not collected. test_prompt_cache.py's bookkeeping tests run without it.
-    collect_ignore = ["test_batching.py", "test_engine.py"]
+    collect_ignore = ["server/test_batching.py", "server/test_engine.py"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -4,7 +4,7 @@ The server never runs this: its decoders (``one_at_a_time.py``, ``batching.py``)
 llama.cpp themselves. ``LlamaDecoder`` wraps a ``llama_cpp.Llama`` as a ``Decoder``, so an
 ``Engine`` built on it answers as llama-cpp-python's generation loop does; with a
 ``prompt_cache`` its prompts are evaluated through the same ``PromptCache`` (in aligned
-chunks) as the batched decoder's. ``tests/test_engine.py`` and ``tests/test_batching.py``
+chunks) as the batched decoder's. ``tests/server/test_engine.py`` and ``tests/server/test_batching.py``
 compare token for token.
 """
 

@@ -239,7 +239,7 @@ def is_submodule(package: str, name: str) -> bool:
 def test_every_lesson_imports_names_that_are_there(path):
     """The lessons' imports, read from the files (without running a cell, or the model): each name
     is in the module named, so a name that moves is caught here, before nbval runs the lesson. The
-    Japanese notebooks have the same code (``tests/test_translation.py``). A module that needs an
+    Japanese notebooks have the same code (``tests/tools/test_translation.py``). A module that needs an
     extra that is not installed (AgentDojo) is skipped."""
     missing = []
     for module, name in course_imports(path):

@@ -29,7 +29,7 @@ from course_lib.security import (
 from course_lib.security.bench import guarded_executor
 from course_lib.tools import run_tool_call, tool_schema
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = Path(__file__).parents[2] / "data"
 PRODUCTS = DATA / "products.json"
 SCENARIOS = load_scenarios(DATA / "security_scenarios.json")
 ATTACKER = "mark@attacker.example"

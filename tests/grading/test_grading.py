@@ -30,7 +30,7 @@ from course_grading.gradebook import FIELDS, cell_text, grade_class, md
 from course_grading.grading import Result, format_report, grade, is_check, sections
 from course_lib.checks import CheckFailed, check_close
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "grading"
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 CHECK_LABEL = re.compile(r"^# CHECK (exercise|step) (\d+)")
@@ -892,7 +892,7 @@ def test_a_learners_text_is_never_a_formula_nor_markdown():
 
 
 # A notebook with one exercise is left out: solved, it is the solution notebook, which nbval
-# runs (solutions/), and unsolved it is run by tests/test_exercises.py.
+# runs (solutions/), and unsolved it is run by tests/grading/test_exercises.py.
 SEVERAL_EXERCISES = [path for path in SOLUTIONS if len(sections(read(path))) > 2]
 
 

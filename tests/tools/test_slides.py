@@ -10,7 +10,7 @@ import pytest
 
 from course_tools import slides
 
-LESSON = Path(__file__).resolve().parent.parent / "notebooks" / "01_the_wire.ipynb"
+LESSON = Path(__file__).resolve().parents[2] / "notebooks" / "01_the_wire.ipynb"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from course_lib.tool_parser import parse_tool_calls, possible_call_start
 
 TOOLS = {"now", "calc"}
-FIXTURES = json.loads((Path(__file__).parents[1] / "data" / "model_outputs.json").read_text())
+FIXTURES = json.loads((Path(__file__).parents[2] / "data" / "model_outputs.json").read_text())
 
 
 def calls(text, tools=TOOLS):

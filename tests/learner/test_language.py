@@ -8,7 +8,7 @@ import pytest
 from course_lib.experiments import right_call
 from course_lib.experiments.language import declarations, load_translations, prompts_in
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROMPTS = json.loads((ROOT / "data/tool_prompts.json").read_text())["prompts"]
 TRANSLATIONS = load_translations(ROOT / "data/tool_prompts_ja.json")
 

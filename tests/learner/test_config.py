@@ -16,7 +16,7 @@ import pytest
 from course_lib import config
 from course_tools import refresh
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "data" / "security_scenarios.json"
 
 

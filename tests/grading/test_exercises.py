@@ -1,7 +1,7 @@
 """The exercise system: the generator, and proof that every check can fail.
 
-Here the checks fail on the stub; tests/test_wrong_answers.py makes them fail on plausible
-wrong answers too (tests/wrong_answers.py)."""
+Here the checks fail on the stub; tests/grading/test_wrong_answers.py makes them fail on plausible
+wrong answers too (tests/grading/wrong_answers.py)."""
 
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from test_grading import SEVERAL_EXERCISES
 
 from course_grading.exercises import STUB, build, strip_solutions
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))
 
 
@@ -44,7 +44,7 @@ def test_every_exercise_notebook_has_checks_and_no_solution(path):
     assert all("### BEGIN SOLUTION" not in cell.source for cell in notebook.cells)
 
 
-# Each check failing on the stub is proven by running the notebooks. tests/test_grading.py's
+# Each check failing on the stub is proven by running the notebooks. tests/grading/test_grading.py's
 # test_each_exercise_fails_unsolved_and_passes_on_its_own runs every check of a notebook with
 # several exercises on its stub; the notebooks it leaves out (those with one exercise) are run
 # here, unsolved.

@@ -1,6 +1,6 @@
 """Every exercise check must fail on plausible wrong answers, not only on the stub.
 
-``tests/wrong_answers.py`` holds, per notebook and exercise, code a learner might write
+``tests/grading/wrong_answers.py`` holds, per notebook and exercise, code a learner might write
 instead of the solution (a value hard-coded for the visible example, half a solution, the
 wrong unit, the course's own reference imported, the parent class called), or the solution
 with the lines that would make it wrong (``answer_of`` puts them in). Each runs here
@@ -32,7 +32,7 @@ from course_grading.exercises import BEGIN, END
 from course_grading.grading import is_check, sections
 from course_lib import runtime
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = sorted(SOLUTIONS.glob("*.ipynb"))
 TEMPLATE = (ROOT / "tests" / "fixtures" / "qwen2.5-coder.jinja").read_text()
@@ -158,7 +158,7 @@ def entries(model: bool) -> list[Any]:
 def test_the_corpus_covers_every_exercise():
     for path in NOTEBOOKS:
         numbers = set(exercises_of(path)) - {0}
-        assert path.name in WRONG, f"{path.name} has no wrong answers in tests/wrong_answers.py"
+        assert path.name in WRONG, f"{path.name} has no wrong answers in tests/grading/wrong_answers.py"
         covered = {number for number, wrongs in WRONG[path.name].items() if wrongs}
         assert covered == numbers, f"{path.name}: exercises {sorted(numbers)}, wrong answers for {sorted(covered)}"
     assert set(WRONG) == {path.name for path in NOTEBOOKS}, "wrong answers for a notebook that is not in solutions/"

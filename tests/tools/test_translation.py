@@ -36,7 +36,7 @@ from course_tools.translation.sources import source_for, sources
 from course_tools.translation.status import survey
 from course_tools.translation.units import markdown_sections, notebook_units, slug, text_hash, units_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from course_tools import lesson_plan
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def timed_code(source: str, start: str, end: str):

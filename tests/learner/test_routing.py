@@ -11,7 +11,7 @@ from course_lib.kiosk.routing import Decision, invalid_arguments, no_call_on_fir
 from course_lib.tools import tool_schema
 from course_tools.kiosk_table import main, results_name
 
-DATA = Path(__file__).parents[1] / "data" / "products.json"
+DATA = Path(__file__).parents[2] / "data" / "products.json"
 CASES = DATA.parent / "kiosk_requests.json"
 TOOLS = [tool_schema(tool) for tool in Kiosk.load(DATA).tools().values()]
 FIRST_TURN = [{"role": "system", "content": "You help."}, {"role": "user", "content": "Stock of SKU-00042?"}]

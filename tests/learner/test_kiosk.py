@@ -8,7 +8,7 @@ from course_lib.kiosk import EvalCase, Kiosk, KioskAgent, chat_panel, judge, loa
 from course_lib.reliability import FakePaymentService
 from course_lib.tools import run_tool_call, tool_schema
 
-DATA = Path(__file__).parents[1] / "data" / "products.json"
+DATA = Path(__file__).parents[2] / "data" / "products.json"
 
 
 def ask(script, request, kiosk=None, **fields):
@@ -120,7 +120,7 @@ def test_lesson_13s_broken_refund_is_kiosk_refund_but_for_the_key():
         statements = function.body[1:] if ast.get_docstring(function) else function.body
         return "\n".join(ast.unparse(statement) for statement in statements)
 
-    mutant_file = Path(__file__).parents[1] / "notebooks" / "agent_tests" / "broken_refund.py"
+    mutant_file = Path(__file__).parents[2] / "notebooks" / "agent_tests" / "broken_refund.py"
     mutant = next(node for node in ast.parse(mutant_file.read_text()).body
                   if isinstance(node, ast.FunctionDef) and node.name == "refund_without_the_key")
     kiosk = body(inspect.getsource(Kiosk.refund))

@@ -17,7 +17,7 @@ import pytest
 
 pytestmark = pytest.mark.release  # the kit's words against the lessons' committed text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ROOT / "docs" / "instructors" / "checks-for-understanding.md"
 NUMBER = re.compile(r"\d+ of \d+|\d+(?:\.\d+)?%|\d+\.\d+|\d{3,}")
 NOT_A_RESULT = re.compile(r"\b(?:[Ss]ections?|[Ll]essons?|[Ee]xperiments?|[Ss]teps?) \d+[ab]?(?: and \d+[ab]?)?")

@@ -1,4 +1,4 @@
-'''Plausible wrong answers to every exercise, which its checks must reject (tests/test_wrong_answers.py).
+'''Plausible wrong answers to every exercise, which its checks must reject (tests/grading/test_wrong_answers.py).
 
 Per notebook and exercise number: ``Wrong(reason, code)``, where ``code`` is what a learner
 writes in place of the stub (the solution region, at its indentation). An exercise with

@@ -6,7 +6,7 @@ import pytest
 
 from course_lib.chat_template import TemplateError, render
 
-QWEN = (Path(__file__).parent / "fixtures" / "qwen2.5-coder.jinja").read_text()
+QWEN = (Path(__file__).parents[1] / "fixtures" / "qwen2.5-coder.jinja").read_text()
 NOW = {"type": "function", "function": {"name": "now", "description": "Current UTC time.",
                                          "parameters": {"type": "object", "properties": {}}}}
 

@@ -56,7 +56,7 @@ def test_a_condition_is_run_scored_recorded_and_saved(tmp_path):
 def test_the_labelled_prompt_set_is_well_formed():
     import json
     from pathlib import Path
-    data = json.loads((Path(__file__).parents[1] / "data" / "tool_prompts.json").read_text())
+    data = json.loads((Path(__file__).parents[2] / "data" / "tool_prompts.json").read_text())
     prompts = data["prompts"]
     assert len(prompts) >= 40 and len({p["id"] for p in prompts}) == len(prompts)
     assert {p["kind"] for p in prompts} == {"call", "no_call", "near_miss"}

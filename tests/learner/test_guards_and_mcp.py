@@ -30,7 +30,7 @@ from course_lib.security import ApprovalGate, Case, LinkFilter, RunContext, load
 from course_lib.security.executor import guarded_executor
 from course_lib.tools import DeclaredTool, call_tool, run_tool_call
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = Path(__file__).parents[2] / "data"
 SCENARIOS = load_scenarios(DATA / "security_scenarios.json")
 LANDLORD = "DE89370400440532013000"
 ATTACKER_IBAN = "XX00ATTK00001234"

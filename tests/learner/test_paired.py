@@ -24,7 +24,7 @@ from course_lib.experiments.paired import (
 from course_lib.security import Outcome, claims, load_outcomes, save_table, summarise
 from course_lib.security.table import paired_results, paired_runs, paired_test, tasks_needed
 
-RESULTS = Path(__file__).resolve().parent.parent / "data" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "data" / "results"
 
 
 def test_the_exact_p_value_by_hand():
