@@ -663,7 +663,8 @@ def describe_engine(info: dict[str, Any]) -> str:
     repacked = "" if info.get("repack", True) else ", weights not repacked"
     if "exact_rows" in info:
         return (f"{repacked}; {info['parallel']} slots, up to {info['rows']} decoded in one batch "
-                f"({info['exact_rows']} without changing a row's arithmetic)")
+                f"({info['exact_rows']} without changing a row's arithmetic, "
+                f"{'measured now' if info.get('rows_measured', True) else 'as measured at an earlier start here'})")
     return f"{repacked}; one request at a time"
 
 

@@ -40,18 +40,24 @@ here: the scheduler (``scheduler.py``) lets at most ``parallel`` in.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import platform
 import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from llama_cpp import LlamaGrammar
 from llama_cpp._internals import LlamaSampler
 
+from course_lib import config
 from course_server.batch_policy import admissible, neighbour_batches, sequences_for
 from course_server.context import Context, ContextSequence
 from course_server.generation import (
@@ -70,6 +76,8 @@ from course_server.generation import (
 )
 from course_server.model import LoadedModel
 from course_server.prompt_cache import CHUNK, PromptCache, check_can_be_cut
+
+KEPT_ROWS = "exact-rows.json"  # in the course's cache folder: the rows measured, by what they depend on
 
 
 def same_arithmetic_rows(context: Context, token: int) -> int:
@@ -96,6 +104,54 @@ def same_arithmetic_rows(context: Context, token: int) -> int:
     for sequence in sequences:
         sequence.forget()
     return rows
+
+
+def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """This CPU's model name and feature flags (Linux), else what ``platform`` says of it."""
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
+    wanted = ("model name", "flags", "Features", "CPU implementer", "CPU part")
+    return "\n".join(dict.fromkeys(line for line in lines if line.split(":")[0].strip() in wanted))
+
+
+def rows_key(model: LoadedModel, sequences: int) -> str:
+    """What ``same_arithmetic_rows`` depends on, as one hash: the model file, the compiled
+    llama.cpp, this CPU, the threads, the weights' layout (``repack``) and the probe's size.
+    Another file, build, CPU or setting is another key, so it is measured again."""
+    import llama_cpp
+
+    library = Path(llama_cpp.__file__).parent / "lib"
+    built = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in library.glob("*") if p.is_file())
+    weights = model.path.stat()
+    facts = [model.path.name, weights.st_size, weights.st_mtime_ns, llama_cpp.__version__, built,
+             cpu_description(), model.n_threads, model.repack, sequences, CHUNK]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
+
+
+def kept_rows(model: LoadedModel, sequences: int, measure: Callable[[], int]) -> tuple[int, bool]:
+    """``same_arithmetic_rows`` for this model, build and machine: measured once (about 2 s at
+    every start before, 4 s on a busy machine) and kept in the course's cache folder, then read
+    back at the next start. Returns the rows and whether they were measured now."""
+    path = config.cache_dir() / KEPT_ROWS
+    key = rows_key(model, sequences)
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), int) and known[key] >= 1:
+        return known[key], False
+    rows = measure()
+    known = {**(known if isinstance(known, dict) else {}), key: rows}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f"{path.name}.{os.getpid()}")
+        scratch.write_text(json.dumps(known, indent=1))
+        scratch.replace(path)  # two servers starting at once each write a whole file
+    except OSError:
+        pass  # a read-only cache: measured again next time
+    return rows, True
 
 
 @dataclass
@@ -189,7 +245,8 @@ class BatchedDecoder:
         return self.thread.is_alive() and not stalled(self.busy_since, self.step_allowance)
 
     def facts(self) -> dict[str, Any]:
-        return {"exact_rows": self.exact_rows, "rows": self.rows, "parallel": self.parallel}
+        return {"exact_rows": self.exact_rows, "rows": self.rows, "parallel": self.parallel,
+                "rows_measured": self.rows_measured}
 
     def sampled_bytes(self, tokens: list[int], settings: dict[str, Any], grammar: LlamaGrammar | None,
                       n_ctx: int, budget: int, cancel: threading.Event | None = None,
@@ -267,7 +324,8 @@ class BatchedDecoder:
         self._end(slot)
 
     def _measure_and_allocate(self, parallel: int | None, batch_rows: int | None) -> None:
-        """Measure ``exact_rows`` on a small context; then make the real one, with ``parallel`` slots.
+        """Measure ``exact_rows`` on a small context (or read what was measured at an earlier start
+        on this machine, ``kept_rows``); then make the real one, with ``parallel`` slots.
 
         ``rows``, the most rows per ``llama_decode``, is ``exact_rows`` unless ``batch_rows`` asks
         for more (faster, but then an answer depends on what else was decoded with it). Without
@@ -275,11 +333,16 @@ class BatchedDecoder:
         ``llama_decode``. On 2 cores 3 sequences took 45 ms a step in one batch, and 4 sequences
         80 ms in two batches of 2, so a fourth slot would slow the other three down.
         """
-        probe = Context(self.model, max(parallel or 0, MAX_AUTO_PARALLEL), CHUNK)
-        try:
-            self.exact_rows = same_arithmetic_rows(probe, self.model.tokenize("Hello")[0])
-        finally:
-            probe.close()
+        sequences = max(parallel or 0, MAX_AUTO_PARALLEL)
+
+        def measure() -> int:
+            probe = Context(self.model, sequences, CHUNK)
+            try:
+                return same_arithmetic_rows(probe, self.model.tokenize("Hello")[0])
+            finally:
+                probe.close()
+
+        self.exact_rows, self.rows_measured = kept_rows(self.model, sequences, measure)
         self.rows = batch_rows or self.exact_rows
         self.parallel = parallel or min(self.rows, MAX_AUTO_PARALLEL)
         self.context = Context(self.model, self.parallel, self.n_ctx)

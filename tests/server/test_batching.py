@@ -153,3 +153,32 @@ def test_a_step_that_takes_minutes_reports_the_engine_unhealthy(engine):
         assert not engine.healthy()
     finally:
         engine.decoder.busy_since = None
+
+
+def test_the_exact_rows_are_measured_once_per_model_build_and_machine(tmp_path, monkeypatch):
+    """The start-up probe (about 2 to 4 s) runs at the first start; later starts read its result from
+    the cache folder, under a key of everything it depends on: another model file, setting or probe
+    size is measured again, and a broken file is measured over, never trusted."""
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    weights = tmp_path / "model.gguf"
+    weights.write_bytes(b"weights")
+
+    class Model:
+        path, n_threads, repack = weights, 2, True
+
+    measured = []
+
+    def measure(rows: int):
+        return lambda: measured.append(rows) or rows
+
+    assert batching.kept_rows(Model(), 4, measure(3)) == (3, True)
+    assert batching.kept_rows(Model(), 4, measure(1)) == (3, False), "read back, not measured"
+    assert batching.kept_rows(Model(), 6, measure(2)) == (2, True), "another probe size is another key"
+    Model.repack = False
+    assert batching.kept_rows(Model(), 4, measure(5)) == (5, True), "another weights' layout too"
+    weights.write_bytes(b"other weights")
+    Model.repack = True
+    assert batching.kept_rows(Model(), 4, measure(2)) == (2, True), "another file too"
+    (tmp_path / batching.KEPT_ROWS).write_text("not json")
+    assert batching.kept_rows(Model(), 4, measure(3)) == (3, True)
+    assert measured == [3, 2, 5, 2, 3]
