@@ -18,9 +18,9 @@ Also:
     python3 course.py setup --from BUNDLE   # the same from a course bundle: no network, no compiler
     python3 course.py check                 # what is there, what is missing, which Python, which model source
     python3 course.py grade NOTEBOOK        # grade exercises (-v: nbval's output; --class DIR --out OUT)
-    python3 course.py bundle OUT            # write a room's offline bundle (wheels, model, README) into OUT
-                                            #   [--model qwen2.5-coder:1.5b] [--add-wheels DIR]
-                                            #   [--this-machine: for this machine only, nothing compiled]
+    python3 course.py bundle OUT            # a room's offline bundle (python -m course_tools bundle OUT):
+                                            #   wheels, model, README [--model qwen2.5-coder:1.5b]
+                                            #   [--add-wheels DIR] [--this-machine: this machine only]
     python3 course.py slides OUT            # the lessons as slides (python -m course_tools slides OUT)
     python3 course.py python ARGS           # run the course's Python with ARGS, e.g. -m course_server
 
@@ -28,14 +28,19 @@ Also:
 attempted; no notebook: a table over all of them; ``--class DIR --out OUT``: an
 instructor's gradebook, see ``course_grading/gradebook.py``. Arguments after ``test`` go to pytest.
 
+This script is the bootstrap, standard library only: it makes the environment and installs the
+course; what runs after that is a room's own entry, run with the course's Python (``grade``:
+``python -m course_grading gradebook``; ``bundle`` and ``slides``: ``python -m course_tools``).
+
 Everything is installed into ``.venv`` next to this file, unless you run this script
 from an environment you activated yourself (a venv, or a conda environment other than
 ``base``), which is then used.
 The first install compiles llama-cpp-python from source: about 5 minutes on 2 cores,
 once (pip keeps the built wheel in its cache; on a CPU that lists AMX it is built for the
 CPU's vector extensions without AMX and kept in the course's cache folder, see
-``llama_without_amx``). A bundle (``course.py bundle``) carries that wheel built once, on the
-instructor's machine, for laptops like it; ``setup --from`` installs it with no compiler.
+``llama_without_amx``). A bundle (``course.py bundle``, written by ``course_tools/bundle.py`` with
+the wheel helpers here) carries that wheel built once, on the instructor's machine, for laptops
+like it; ``setup --from`` checks the bundle's ``SHA256SUMS`` and installs it with no compiler.
 """
 
 from __future__ import annotations
@@ -505,7 +510,9 @@ def setup_from(bundle: Path, extras: tuple[str, ...] = ("test",), fingerprint: s
     run(python(), "-m", "course_server", "models", "fetch", "--bundle", bundle)
 
 
-MANIFEST = "SHA256SUMS"  # in a bundle: the SHA-256 of every file in wheels/, a line each, as `sha256sum` writes them
+# in a bundle: the SHA-256 of every file in wheels/, a line each, as `sha256sum` writes them
+# (written by course_tools/bundle.py, read here by `setup --from`)
+MANIFEST = "SHA256SUMS"
 
 
 def sha256_of(path: Path, copy_to: Path | None = None) -> str:
@@ -517,16 +524,6 @@ def sha256_of(path: Path, copy_to: Path | None = None) -> str:
             digest.update(chunk)
             copy.write(chunk)
     return digest.hexdigest()
-
-
-def write_manifest(bundle: Path) -> str:
-    """Write the bundle's ``SHA256SUMS`` from the files its ``wheels/`` holds now, and return the
-    manifest's own SHA-256: the bundle's fingerprint, to pass on to the room by another way than the
-    stick (the setup mail, the board) for ``setup --from BUNDLE --fingerprint ...``."""
-    files = sorted(path for path in (bundle / "wheels").iterdir() if path.is_file())
-    text = "".join(f"{sha256_of(path)}  wheels/{path.name}\n" for path in files)
-    (bundle / MANIFEST).write_text(text, encoding="utf-8")
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def read_manifest(bundle: Path, fingerprint: str | None = None) -> dict[str, str]:
@@ -576,211 +573,18 @@ def checked_wheels(bundle: Path, into: Path, fingerprint: str | None = None) -> 
     return copy
 
 
-# llama.cpp's build for the laptops of a room, whatever CPU the instructor's machine has: no
-# "-march=native" (a wheel built for this CPU can stop with an illegal instruction on another);
-# on x86-64, the vector extensions every x86-64 CPU since about 2015 has (x86-64-v3: AVX2, FMA,
-# F16C, BMI2), no AVX-512, no AMX; no OpenMP, whose library a laptop without a compiler may lack.
-PORTABLE_X86 = ("-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
-                "-DGGML_F16C=ON -DGGML_BMI2=ON")
-
-
-def portable_build_args() -> str:
-    """CMake arguments for a llama-cpp-python wheel that runs on other machines of this kind."""
-    if platform.machine().lower() in ("x86_64", "amd64"):
-        return PORTABLE_X86
-    return "-DGGML_OPENMP=OFF"  # elsewhere llama.cpp's own choice for this CPU (not tested here)
-
-
-BUNDLE_README = """# Course bundle: tool calling from the wire up
-
-Everything a room needs to set the course up with no network: Python packages as wheels
-(`wheels/`), the verified model file(s) (`models/`), and this file. Written by
-`python3 course.py bundle` (see "Offline room install" in the course's README.md).
-
-## On each learner's laptop
-
-1. Copy or clone the course's repository (the same version as the bundle: {commit}).
-2. Plug the stick in and run, in the course's folder:
-
-       python3 course.py setup --from /path/to/this/bundle
-
-   (on Windows `py course.py setup --from E:\\bundle`); add `--fingerprint` and the
-   fingerprint your instructor gave you another way (the setup mail, the board) to refuse a
-   bundle changed since it was written. It first copies `wheels/` to a private folder,
-   checking every file against `SHA256SUMS` (a file changed, added or missing: nothing is
-   installed), then makes `.venv/`, installs every package from that checked copy (no
-   download, no compiler: `pip install --no-index --only-binary=:all:`) and copies each
-   model into the course's cache after checking its SHA-256. Then `python3 course.py lab`
-   opens the course, offline.
-
-The laptop needs Python {pythons} on {platforms}: the wheels of compiled packages are made for
-one operating system, CPU architecture and Python version. Any other stops at the install
-with the name of the package the bundle lacks for it; nothing is compiled.
-
-## What is inside
-
-Models (checked by SHA-256 when copied in, and when this bundle was written):
-
-{models}
-
-llama-cpp-python (the model runtime, compiled once on the instructor's machine):
-
-{llama}
-
-{build}
-"""
-
-PORTABLE_BUILD = """On x86-64 it is built for CPUs with AVX2, FMA, F16C and BMI2 (x86-64-v3: Intel since
-Haswell, 2013, AMD since Excavator, 2015; not some Celeron, Pentium and Atom models), without
-AVX-512, AMX or OpenMP, so it runs on laptops other than the one that built it. Its CMake
-arguments: `{cmake}`.
-
-## Adding a platform
-
-A room with Windows laptops, Macs or another Python version needs their wheels too. On one
-machine of each kind (with a C/C++ compiler there, for llama-cpp-python), in the course's
-folder, write into the same bundle:
-
-    python3 course.py bundle /path/to/this/bundle
-
-It adds that machine's wheels next to these (pip picks the right ones on each laptop) and
-keeps the models. Wheels built elsewhere (`pip wheel -w DIR ...`) are added with
-`python3 course.py bundle /path/to/this/bundle --add-wheels DIR`."""
-
-THIS_MACHINE_BUILD = """**For this machine only.** Written with `--this-machine`: this llama-cpp-python is the wheel
-this machine's course was installed from ({source}), built for this CPU only ({cpu}):
-pip's default build compiles llama.cpp with `-march=native`, and on a CPU that lists AMX the
-course builds it for this CPU's vector extensions one by one. On another CPU it can stop with
-an illegal instruction at the first reply, so **do not carry this bundle to other laptops**:
-`setup --from` refuses it on any other CPU (`{marker}` names this one). It serves
-reinstalling this machine offline, and the course's own test of the offline install
-(`tests/test_bundle_round_trip.py`). A room's bundle is written without `--this-machine`."""
-
-
-def wheel_platform(wheel: str) -> tuple[str | None, str] | None:
-    """Which Python (``"3.11"``, or None for any Python 3) and which system (``"Linux x86_64"``) a
-    wheel's file name says it is for; None for a pure-Python wheel that fits everywhere."""
-    _python, abi, platform_tag = wheel.removesuffix(".whl").split("-")[-3:]
-    if platform_tag == "any":
-        return None
-    version = f"{abi[2]}.{abi[3:]}" if re.fullmatch(r"cp3\d+", abi) else None  # abi3 and none: any Python 3
-    first = platform_tag.split(".")[0]
-    system = ("Linux" if "linux" in first else "macOS" if first.startswith("macosx") else
-              "Windows" if first.startswith("win") else first)
-    arch = re.search(r"(x86_64|aarch64|arm64|amd64|universal2|i686|win32)$", first)
-    return version, f"{system} {arch.group(1) if arch else first}"
-
-
-def glibc_needed(wheels: list[str]) -> str | None:
-    """The newest glibc the Linux wheels ask for (``manylinux_2_34`` is 2.34), if any do."""
-    older = {"1": (2, 5), "2010": (2, 12), "2014": (2, 17)}  # manylinux1_x86_64 is glibc 2.5, ...
-    versions = []
-    for wheel in wheels:
-        for tag in wheel.removesuffix(".whl").split("-")[-1].split("."):
-            if found := re.match(r"manylinux_(\d+)_(\d+)_", tag):
-                versions.append((int(found[1]), int(found[2])))
-            elif (found := re.match(r"manylinux(1|2010|2014)_", tag)) and found[1] in older:
-                versions.append(older[found[1]])
-    return ".".join(map(str, max(versions))) if versions else None
-
-
-def bundle(out: Path, models: list[str], add_wheels: list[Path], this_machine: bool = False) -> None:
-    """Write what a room needs into ``out``: wheels of every package the course installs, with
-    llama-cpp-python built once here for laptops like this machine; the verified model files;
-    a README. Running it again on another platform into the same folder adds that platform.
-
-    ``this_machine``: a bundle for this machine only, written in seconds instead of the
-    portable build's minutes (22.5 measured on 2 busy cores): its llama-cpp-python is the
-    wheel this machine's course was installed from (``this_machine_llama_wheel``), built for
-    this CPU; nothing is compiled. It is never mixed with a room's bundle, whose portable
-    wheel has the same name."""
-    out = out.expanduser().resolve()
-    if this_machine and add_wheels:
-        sys.exit("--this-machine writes a bundle for this machine only; --add-wheels adds other platforms: not both.")
-    for folder in add_wheels:
-        if not list(folder.glob("*.whl")):
-            sys.exit(f"{folder} holds no wheel (.whl) to add")
-    wheels = out / "wheels"
-    marked = (out / THIS_MACHINE).exists()
-    if this_machine and not marked and list(wheels.glob("*.whl")):
-        sys.exit(f"{out} holds a room's bundle: --this-machine would put this CPU's llama-cpp-python in place of its "
-                 "portable one. Write a bundle for this machine into another folder.")
-    if marked and not this_machine:
-        sys.exit(f"{out} holds a bundle for one machine only ({THIS_MACHINE}): write a room's bundle into "
-                 "another folder.")
-    if list(wheels.glob("*.whl")):  # adding a platform: what is there must still be what was written
-        with tempfile.TemporaryDirectory(prefix="course-bundle-") as scratch:
-            checked_wheels(out, Path(scratch))
-    install()
-    wheels.mkdir(parents=True, exist_ok=True)
-    for folder in add_wheels:
-        for wheel in sorted(folder.glob("*.whl")):
-            shutil.copy2(wheel, wheels / wheel.name)
-    if this_machine:
-        cmake_args = ""
-        llama = this_machine_llama_wheel()
-        print(f"llama-cpp-python: the wheel this machine's course was installed from ({llama_origin(llama)}: "
-              f"{llama}), built for this CPU only.", flush=True)
-    else:
-        cmake_args = portable_build_args()
-        llama = llama_wheel(cmake_args, f"Building llama-cpp-python once, for laptops like this machine "
-                                        f"({cmake_args}): about 10 minutes on 2 cores.")
-    version = llama.name.split("-")[1]
-    build = ROOT / "build"  # setuptools builds the course's own wheel in build/; what it adds there goes again
-    before = set(build.iterdir()) if build.is_dir() else None
-    run(python(), "-m", "pip", "wheel", "--wheel-dir", wheels, "--find-links", llama.parent,
-        "pip", "setuptools>=68", ".[test]", f"llama-cpp-python=={version}")
-    if before is None:
-        shutil.rmtree(build, ignore_errors=True)
-    else:
-        for added in set(build.iterdir()) - before:
-            if added.is_dir():
-                shutil.rmtree(added, ignore_errors=True)
-            else:
-                added.unlink()
-    for own in wheels.glob("course_lib-*.whl"):  # the course itself is installed from its clone
-        own.unlink()
-    taken = wheels / llama.name
-    if not taken.is_file() or wheel_hashes(taken) != wheel_hashes(llama):  # pip took another (built, or an index's)
-        sys.exit(f"pip put another llama-cpp-python than {llama} into {wheels}: the bundle is not finished.")
-    if this_machine:
-        (out / THIS_MACHINE).write_text(f"{cpu_identity()}\nllama-cpp-python: {llama.name}, from "
-                                        f"{llama_origin(llama)}\n", encoding="utf-8")
-    run(python(), "-m", "course_server", "models", "bundle", out, *models)
-    fingerprint = write_manifest(out)
-    write_bundle_readme(out, cmake_args, this_machine=llama if this_machine else None)
-    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    print(f"\nThe bundle is in {out} ({size / 1e9:.2f} GB): see its README.md. Its fingerprint (the SHA-256 of "
-          f"its {MANIFEST}) is {fingerprint}: give it to the room another way than the stick (the setup mail, the "
-          f"board). On each laptop: `python3 course.py setup --from {out} --fingerprint {fingerprint}`.")
-
-
-def write_bundle_readme(out: Path, cmake_args: str, this_machine: Path | None = None) -> None:
-    """The bundle's README.md, from what the folder holds now; ``this_machine``: the wheel a
-    bundle for this machine only took its llama-cpp-python from (``bundle``)."""
-    wheels = sorted(p.name for p in (out / "wheels").glob("*.whl"))
-    tags = {tag for wheel in wheels if (tag := wheel_platform(wheel))}
-    pythons = sorted({version for version, _ in tags if version}, key=lambda v: int(v.split(".")[1])) or ["3"]
-    platforms = sorted({system for _, system in tags}) or ["any system"]
-    if glibc := glibc_needed(wheels):
-        platforms = [f"{p} (glibc {glibc} or newer)" if p.startswith("Linux") else p for p in platforms]
-    models = [f"- `models/{p.name}`: SHA-256 `{(p.parent / (p.name + '.sha256')).read_text().strip()}`, "
-              f"{p.stat().st_size:,} bytes" for p in sorted((out / "models").glob("*.gguf"))]
-    llama = [f"- `wheels/{w}`" for w in wheels if w.startswith("llama_cpp_python-")]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    (out / "README.md").write_text(BUNDLE_README.format(
-        commit=f"commit {commit.stdout.strip()}" if commit.returncode == 0 else "see the course's README.md",
-        pythons=" or ".join(pythons), platforms=", ".join(platforms), models="\n".join(models) or "- none",
-        llama="\n".join(llama) or "- none",
-        build=THIS_MACHINE_BUILD.format(source=llama_origin(this_machine), cpu=cpu_identity(), marker=THIS_MACHINE)
-        if this_machine else PORTABLE_BUILD.format(cmake=cmake_args)), encoding="utf-8")
-
-
 def slides(args: list[str]) -> int:
     """Write the lessons as slides (``python -m course_tools slides OUT``, nbconvert's slides
     exporter) with the course's Python, installing the course first if needed."""
     install()
     return subprocess.run([str(python()), "-m", "course_tools", "slides", *args], cwd=ROOT).returncode
+
+
+def bundle(args: list[str]) -> int:
+    """Write a room's offline bundle (``python -m course_tools bundle OUT``, see
+    ``course_tools/bundle.py``) with the course's Python, installing the course first if needed."""
+    install()
+    return subprocess.run([str(python()), "-m", "course_tools", "bundle", *args], cwd=ROOT).returncode
 
 
 def model_state() -> tuple[bool, str]:
@@ -905,58 +709,76 @@ def lab_folder(args: list[str], language: str | None = None) -> tuple[str, list[
     return str(folder) if named else folder.relative_to(ROOT).as_posix(), rest, language
 
 
-def main(argv: list[str]) -> int:
-    command, rest = (argv[0], argv[1:]) if argv else ("", [])
-    if command == "lab":
-        language, rest = lab_language(rest)
-        folder, options, language = lab_folder(rest, language)
-        setup()
-        as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
-        run(python(), "-m", "jupyter", "lab", folder, *as_root, *options, env={**os.environ, "COURSE_LANG": language})
-    elif command == "test":
-        setup(("test", "agentdojo"))  # AgentDojo's benchmark is tested too
-        run(python(), "-m", "pytest", *rest)
-    elif command == "grade":
-        return grade(rest)
-    elif command == "setup":
-        parser = argparse.ArgumentParser(prog="python3 course.py setup")
-        parser.add_argument("--from", dest="bundle", type=Path,
-                            help="a course bundle's folder: install from it, with no network")
-        parser.add_argument("--fingerprint", metavar="SHA256",
-                            help="the bundle's fingerprint, as `bundle` printed it: refuse a bundle changed since")
-        options = parser.parse_args(rest)
-        if options.fingerprint and not options.bundle:
-            parser.error("--fingerprint goes with --from")
-        if options.bundle:
-            setup_from(options.bundle, fingerprint=options.fingerprint)
-        else:
-            setup()
-    elif command == "bundle":
-        parser = argparse.ArgumentParser(prog="python3 course.py bundle",
-                                         description="write what a room needs for an offline install into OUT")
-        parser.add_argument("out", type=Path, help="the bundle's folder, e.g. on a USB stick")
-        parser.add_argument("--model", action="append", default=[], metavar="NAME",
-                            help="another registry model to put in, besides the default (e.g. qwen2.5-coder:1.5b)")
-        parser.add_argument("--add-wheels", action="append", default=[], type=Path, metavar="DIR",
-                            help="a folder of wheels built on another platform to add")
-        parser.add_argument("--this-machine", action="store_true",
-                            help="for this machine only: its llama-cpp-python is the wheel this machine's course was "
-                                 "installed from, built for this CPU (-march=native); nothing is compiled. Never "
-                                 "carry it to other laptops (setup --from refuses it on another CPU)")
-        options = parser.parse_args(rest)
-        bundle(options.out, options.model, options.add_wheels, options.this_machine)
-    elif command == "slides":
-        return slides(rest)
-    elif command == "check":
-        return check()
-    elif command == "python":
-        return course_python(rest)
-    elif command in ("-h", "--help", "help"):
-        print(__doc__)
+def lab(args: list[str]) -> int:
+    """Open JupyterLab on a folder (``lab_folder``) in an edition's language (``lab_language``),
+    after setting up; every other argument goes to JupyterLab."""
+    language, rest = lab_language(args)
+    folder, options, language = lab_folder(rest, language)
+    setup()
+    as_root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
+    run(python(), "-m", "jupyter", "lab", folder, *as_root, *options, env={**os.environ, "COURSE_LANG": language})
+    return 0
+
+
+def test(args: list[str]) -> int:
+    """Run pytest with ``args`` in the course's Python, after setting up."""
+    setup(("test", "agentdojo"))  # AgentDojo's benchmark is tested too
+    run(python(), "-m", "pytest", *args)
+    return 0
+
+
+def setup_command(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``setup``, or ``setup --from BUNDLE [--fingerprint SHA256]``."""
+    if options.fingerprint and not options.bundle:
+        parser.error("--fingerprint goes with --from")
+    if options.bundle:
+        setup_from(options.bundle, fingerprint=options.fingerprint)
     else:
+        setup()
+    return 0
+
+
+# the commands that hand their arguments on as they come: to JupyterLab (after --lang and a folder),
+# pytest, course_grading's gradebook, course_tools' bundle and slides, the course's Python
+PASSED_ON = {"lab": lab, "test": test, "grade": grade, "bundle": bundle, "slides": slides, "python": course_python}
+
+
+def command_line() -> argparse.ArgumentParser:
+    """``course.py``'s commands, one parser each; the parsed options' ``run`` runs the command.
+
+    A command of ``PASSED_ON`` takes every argument as a word of its ``args``, options and ``--``
+    included: its prefix character is NUL, which never starts a command-line argument (with
+    ``-``, argparse would take a leading ``-x`` for an option of its own). No command or an
+    unknown one is an ``argparse.ArgumentError`` (``exit_on_error=False``): ``main`` prints the
+    module's docstring, as for ``help``."""
+    parser = argparse.ArgumentParser(prog="python3 course.py", add_help=False, exit_on_error=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in PASSED_ON.items():
+        passed_on = commands.add_parser(name, add_help=False, prefix_chars="\0")
+        passed_on.add_argument("args", nargs=argparse.REMAINDER)
+        passed_on.set_defaults(run=lambda options, command=command: command(options.args))
+    setup_parser = commands.add_parser("setup")
+    setup_parser.add_argument("--from", dest="bundle", type=Path,
+                              help="a course bundle's folder: install from it, with no network")
+    setup_parser.add_argument("--fingerprint", metavar="SHA256",
+                              help="the bundle's fingerprint, as `bundle` printed it: refuse a bundle changed since")
+    setup_parser.set_defaults(run=lambda options: setup_command(options, setup_parser))
+    commands.add_parser("check").set_defaults(run=lambda options: check())
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] in (["help"], ["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    try:
+        options = command_line().parse_args(argv)
+    except argparse.ArgumentError:  # a command that is not one of them
+        options = None
+    if options is None or options.command is None:
         print(__doc__)
         return 2
-    return 0
+    return options.run(options)
 
 
 if __name__ == "__main__":

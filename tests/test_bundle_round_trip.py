@@ -3,7 +3,7 @@ install from it with the network blocked, then lesson 1's first reply, with no c
 
 1. ``python3 course.py bundle OUT --this-machine`` writes a bundle as the instructor would, but
    for this machine only: its llama-cpp-python is the wheel this machine's course was installed
-   from (a room's portable build takes 10 to 20 minutes; see ``course.py``'s ``bundle``), the
+   from (a room's portable build takes 10 to 20 minutes; see ``course_tools/bundle.py``), the
    other wheels come from the package index (the only network this test uses), the model from
    the course's cache, checked.
 2. A copy of the repository's tracked files (a clean clone of the working tree: no ``.venv``,

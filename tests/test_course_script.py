@@ -17,10 +17,19 @@ import pytest
 
 from course_lib import runtime
 from course_server.models import REGISTRY, local_path, note_path, source_path
+from course_tools import bundle as writer
 
 spec = importlib.util.spec_from_file_location("course_script", Path(__file__).parents[1] / "course.py")
 course = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(course)
+
+
+@pytest.fixture
+def bundle_writer(monkeypatch):
+    """``course_tools.bundle`` working with this file's ``course`` module, so that what a test
+    changes in ``course`` (``install``, ``run``, ...) is what the bundle writer calls."""
+    monkeypatch.setattr(writer, "course", course)
+    return writer
 
 
 def pretend_fetched(name: str) -> None:
@@ -480,7 +489,7 @@ def tiny_course(monkeypatch, tmp_path):
 def test_setup_from_a_bundle_installs_its_wheels_with_no_index_then_copies_its_models(tiny_course, capfd):
     stick, commands = tiny_course
     tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
-    course.write_manifest(stick)
+    writer.write_manifest(stick)
     course.main(["setup", "--from", str(stick)])
     assert subprocess.run([str(course.python()), "-c", "import tinydep, tiny_course; assert tinydep.ANSWER == 42"],
                           cwd=stick).returncode == 0
@@ -506,7 +515,7 @@ def test_setup_from_a_bundle_without_a_wheel_for_this_machine_names_it_and_compi
     else:  # only the source: pip would build it, and a compiled package needs a compiler
         (stick / "wheels" / lacking).write_bytes(b"")
         tiny_wheel(stick / "wheels", "other-1.0-py3-none-any.whl")
-    course.write_manifest(stick)
+    writer.write_manifest(stick)
     with pytest.raises(SystemExit) as stop:
         course.setup_from(stick)
     message = str(stop.value)
@@ -559,7 +568,7 @@ def test_setup_from_a_bundle_changed_after_it_was_written_installs_nothing_and_r
                                                                                            tmp_path, capfd):
     stick, commands = tiny_course
     tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
-    course.write_manifest(stick)
+    writer.write_manifest(stick)
     tamper(stick, tmp_path) if tamper is tamper_link else tamper(stick)
     with pytest.raises(SystemExit, match=said) as stop:
         course.main(["setup", "--from", str(stick)])
@@ -572,11 +581,11 @@ def test_setup_from_a_bundle_changed_after_it_was_written_installs_nothing_and_r
 def test_setup_from_a_bundle_checks_the_fingerprint_given_another_way(tiny_course, capfd):
     stick, commands = tiny_course
     tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
-    fingerprint = course.write_manifest(stick)
+    fingerprint = writer.write_manifest(stick)
     assert fingerprint == hashlib.sha256((stick / course.MANIFEST).read_bytes()).hexdigest()
     # the manifest rewritten to match a swapped wheel: every file matches it, the fingerprint does not
     tamper_swap(stick)
-    forged = course.write_manifest(stick)
+    forged = writer.write_manifest(stick)
     with pytest.raises(SystemExit, match=f"has the fingerprint {forged}, not the {fingerprint}"):
         course.main(["setup", "--from", str(stick), "--fingerprint", fingerprint])
     assert commands == []
@@ -591,7 +600,7 @@ def test_setup_from_a_folder_that_is_no_bundle_says_so(tmp_path):
         course.main(["setup", "--from", str(tmp_path)])
 
 
-def test_a_bundle_readme_names_what_it_serves_and_each_model_s_sha256(tmp_path):
+def test_a_bundle_readme_names_what_it_serves_and_each_model_s_sha256(tmp_path, bundle_writer):
     (tmp_path / "wheels").mkdir()
     (tmp_path / "models").mkdir()
     for wheel in ["llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl", "pydantic_core-2.33.2-cp311-cp311-"
@@ -599,39 +608,41 @@ def test_a_bundle_readme_names_what_it_serves_and_each_model_s_sha256(tmp_path):
         (tmp_path / "wheels" / wheel).write_bytes(b"")
     (tmp_path / "models" / "m.gguf").write_bytes(b"GGUF")
     (tmp_path / "models" / "m.gguf.sha256").write_text("ab" * 32 + "\n")
-    course.write_bundle_readme(tmp_path, "-DGGML_NATIVE=OFF")
+    writer.write_bundle_readme(tmp_path, "-DGGML_NATIVE=OFF")
     readme = (tmp_path / "README.md").read_text()
     assert "Python 3.11 on Linux x86_64 (glibc 2.17 or newer)" in readme
     assert f"`models/m.gguf`: SHA-256 `{'ab' * 32}`, 4 bytes" in readme
     assert "`wheels/llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl`" in readme and "`-DGGML_NATIVE=OFF`" in readme
-    assert course.wheel_platform("httpx-0.28.1-py3-none-any.whl") is None
-    assert course.wheel_platform("cryptography-50.0.2-cp311-abi3-manylinux_2_34_x86_64.whl") == (None, "Linux x86_64")
-    assert course.wheel_platform("numpy-2.4.6-cp312-cp312-win_amd64.whl") == ("3.12", "Windows amd64")
-    assert course.wheel_platform("numpy-2.4.6-cp313-cp313-macosx_14_0_arm64.whl") == ("3.13", "macOS arm64")
-    assert course.glibc_needed(["a-1-cp311-abi3-manylinux_2_34_x86_64.whl", "b-1-py3-none-manylinux1_x86_64.whl",
+    assert writer.wheel_platform("httpx-0.28.1-py3-none-any.whl") is None
+    assert writer.wheel_platform("cryptography-50.0.2-cp311-abi3-manylinux_2_34_x86_64.whl") == (None, "Linux x86_64")
+    assert writer.wheel_platform("numpy-2.4.6-cp312-cp312-win_amd64.whl") == ("3.12", "Windows amd64")
+    assert writer.wheel_platform("numpy-2.4.6-cp313-cp313-macosx_14_0_arm64.whl") == ("3.13", "macOS arm64")
+    assert writer.glibc_needed(["a-1-cp311-abi3-manylinux_2_34_x86_64.whl", "b-1-py3-none-manylinux1_x86_64.whl",
                                 "c-1-py3-none-any.whl"]) == "2.34"
 
 
-def test_bundle_refuses_a_folder_of_wheels_with_none_in_it_before_installing_anything(tmp_path, monkeypatch):
+def test_bundle_refuses_a_folder_of_wheels_with_none_in_it_before_installing_anything(tmp_path, monkeypatch,
+                                                                                     bundle_writer):
     monkeypatch.setattr(course, "install", lambda *args: pytest.fail("nothing is installed first"))
     with pytest.raises(SystemExit, match="holds no wheel"):
-        course.main(["bundle", str(tmp_path / "out"), "--add-wheels", str(tmp_path)])
+        writer.main([str(tmp_path / "out"), "--add-wheels", str(tmp_path)])
 
 
-def test_adding_a_platform_to_a_bundle_changed_since_refuses_before_installing_anything(tmp_path, monkeypatch):
+def test_adding_a_platform_to_a_bundle_changed_since_refuses_before_installing_anything(tmp_path, monkeypatch,
+                                                                                       bundle_writer):
     out = tmp_path / "out"
     (out / "wheels").mkdir(parents=True)
     tiny_wheel(out / "wheels", "tinydep-1.0-py3-none-any.whl")
-    course.write_manifest(out)
+    writer.write_manifest(out)
     tiny_wheel(out / "wheels", "tinydep-9.0-py3-none-any.whl")
     monkeypatch.setattr(course, "install", lambda *args: pytest.fail("nothing is installed first"))
     with pytest.raises(SystemExit, match="does not list"):
-        course.main(["bundle", str(out)])
+        writer.main([str(out)])
 
 
 def test_the_portable_build_never_targets_this_cpu_on_x86(monkeypatch):
-    monkeypatch.setattr(course.platform, "machine", lambda: "x86_64")
-    args = course.portable_build_args().split()
+    monkeypatch.setattr(writer.platform, "machine", lambda: "x86_64")
+    args = writer.portable_build_args().split()
     assert "-DGGML_NATIVE=OFF" in args and "-DGGML_OPENMP=OFF" in args and "-DGGML_AVX2=ON" in args
     assert not any("AVX512" in a or "AMX" in a for a in args)
 
@@ -689,7 +700,7 @@ def test_this_machine_takes_the_very_wheel_llama_cpp_python_was_installed_from(m
 
 
 @pytest.fixture
-def this_machine_bundle(monkeypatch, tmp_path):
+def this_machine_bundle(monkeypatch, tmp_path, bundle_writer):
     """``bundle --this-machine`` with its pip and model steps only recorded: the pip step puts
     ``pip_puts`` (a wheel, or nothing) into the bundle's wheels folder as pip wheel would."""
     native = llama_wheel_file(tmp_path / "pip", b"native build")
@@ -707,7 +718,7 @@ def this_machine_bundle(monkeypatch, tmp_path):
 
 def test_a_bundle_for_this_machine_holds_its_installed_wheel_says_so_and_names_the_cpu(this_machine_bundle):
     out, commands, _ = this_machine_bundle
-    course.main(["bundle", str(out), "--this-machine"])
+    writer.main([str(out), "--this-machine"])
     assert set(course.read_manifest(out)) == {path.name for path in (out / "wheels").iterdir()}, "every wheel listed"
     assert commands[-1][-4:] == ["course_server", "models", "bundle", str(out)]
     assert (out / course.THIS_MACHINE).read_text().splitlines()[0] == course.cpu_identity()
@@ -722,11 +733,11 @@ def test_a_bundle_whose_pip_step_took_another_llama_cpp_python_is_not_finished(t
         puts["wheel"] = other
         shutil.rmtree(out, ignore_errors=True)
         with pytest.raises(SystemExit, match="pip put another llama-cpp-python than"):
-            course.main(["bundle", str(out), "--this-machine"])
+            writer.main([str(out), "--this-machine"])
     assert not any("models" in " ".join(command) for command in commands)
 
 
-def test_a_bundle_for_this_machine_is_never_mixed_with_a_room_s(monkeypatch, tmp_path):
+def test_a_bundle_for_this_machine_is_never_mixed_with_a_room_s(monkeypatch, tmp_path, bundle_writer):
     monkeypatch.setattr(course, "install", lambda *args: pytest.fail("nothing is installed first"))
     room, mine = tmp_path / "room", tmp_path / "mine"
     for bundle in (room, mine):
@@ -734,17 +745,17 @@ def test_a_bundle_for_this_machine_is_never_mixed_with_a_room_s(monkeypatch, tmp
     tiny_wheel(room / "wheels", "tinydep-1.0-py3-none-any.whl")
     (mine / course.THIS_MACHINE).write_text(course.cpu_identity() + "\n")
     with pytest.raises(SystemExit, match="holds a room's bundle"):
-        course.main(["bundle", str(room), "--this-machine"])
+        writer.main([str(room), "--this-machine"])
     with pytest.raises(SystemExit, match="holds a bundle for one machine only"):
-        course.main(["bundle", str(mine)])
+        writer.main([str(mine)])
     with pytest.raises(SystemExit, match="not both"):
-        course.main(["bundle", str(mine), "--this-machine", "--add-wheels", str(room / "wheels")])
+        writer.main([str(mine), "--this-machine", "--add-wheels", str(room / "wheels")])
 
 
 def test_setup_from_a_bundle_for_another_cpu_stops_before_installing(tiny_course):
     stick, commands = tiny_course
     tiny_wheel(stick / "wheels", "tinydep-1.0-py3-none-any.whl")
-    course.write_manifest(stick)
+    writer.write_manifest(stick)
     (stick / course.THIS_MACHINE).write_text("Some Other CPU, 80 feature flags (sha256 000000000000)\n")
     with pytest.raises(SystemExit, match="for another CPU .Some Other CPU.*illegal instruction"):
         course.setup_from(stick)
@@ -764,9 +775,42 @@ def test_slides_runs_the_library_s_slides_command_in_the_course_s_python(monkeyp
     assert calls == ["install", [sys.executable, "-m", "course_tools", "slides", "OUT", "notebooks/01_the_wire.ipynb"]]
 
 
+def test_bundle_installs_then_runs_the_tools_bundle_writer_in_the_course_s_python(monkeypatch):
+    calls = []
+    monkeypatch.setattr(course, "install", lambda *args: calls.append("install"))
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    monkeypatch.setattr(course.subprocess, "run", lambda command, **kw: calls.append(command)
+                        or subprocess.CompletedProcess(command, 1))
+    assert course.main(["bundle", "OUT", "--this-machine", "--model", "qwen2.5-coder:1.5b"]) == 1
+    assert calls == ["install", [sys.executable, "-m", "course_tools", "bundle", "OUT", "--this-machine", "--model",
+                                 "qwen2.5-coder:1.5b"]]
+
+
+@pytest.mark.parametrize("args", [["-x", "-k", "foo"], ["--fast"], [], ["tests/x.py", "--", "-v", "--lf"], ["-h"]])
+def test_the_arguments_after_test_go_to_pytest_as_they_are(monkeypatch, args):
+    commands = []
+    monkeypatch.setattr(course, "setup", lambda extras: commands.append(["setup", *extras]))
+    monkeypatch.setattr(course, "python", lambda: Path("py"))
+    monkeypatch.setattr(course, "run", lambda *args: commands.append([str(a) for a in args]))
+    assert course.main(["test", *args]) == 0
+    assert commands == [["setup", "test", "agentdojo"], ["py", "-m", "pytest", *args]]
+
+
 def test_help_lists_every_command(capsys):
     assert course.main(["--help"]) == 0
     usage = capsys.readouterr().out
     for command in ("lab", "test", "setup --from BUNDLE", "check", "grade", "bundle OUT", "slides OUT", "python ARGS"):
         assert f"course.py {command}" in usage
     assert course.main(["no-such-command"]) == 2
+
+
+def test_grade_passes_its_arguments_to_the_gradebook_in_the_course_s_python(monkeypatch):
+    calls = []
+    monkeypatch.setattr(course, "install", lambda *args: calls.append("install"))
+    monkeypatch.setattr(course, "model_fetched", lambda: True)
+    monkeypatch.setattr(course, "python", lambda: Path(sys.executable))
+    monkeypatch.setattr(course.subprocess, "run", lambda command, **kw: calls.append(command)
+                        or subprocess.CompletedProcess(command, 0))
+    assert course.main(["grade", "-v", "--class", "DIR", "--out", "OUT"]) == 0
+    assert calls == ["install", [sys.executable, "-m", "course_grading", "gradebook", "-v", "--class", "DIR", "--out",
+                                 "OUT"]]
