@@ -1,20 +1,26 @@
-"""course_lib: the small library behind the tool-calling course.
+"""course_lib: the learner's library, what the lessons, exercises and check cells import.
 
 Start a lesson with::
 
     from course_lib import connect
     client = connect()
 
-One module per idea, in layers where every import points down (docs/architecture.md;
-``tests/test_architecture.py`` checks it), bottom to top:
+It is one of the course's four rooms (docs/architecture.md; course_lib/README.md). It imports
+none of the others, so ``pip install .`` installs it without llama.cpp and it works against any
+Ollama: the course's server (``course_server``, which also keeps the model weights' registry) is
+started as a process by ``runtime.connect()``, never imported; the grader is ``course_grading``;
+the maintainers' tools (translation, slides, refresh, the tables) are ``course_tools``.
+
+One module per idea, in layers where every import points down (``tests/test_architecture.py``
+checks it), bottom to top:
 
 - vocabulary and settings: ``messages`` (messages, tool calls, results ok or an error),
   ``config`` (every environment setting);
 - text formats: ``chat_template`` (messages and tools into the prompt the model reads),
-  ``tool_parser`` (tool calls read back out of the text it wrote);
-- weights: ``models`` (where they come from: ``python -m course_server models fetch``);
-- ``server/``: the embedded Ollama-compatible server over llama.cpp
-  (``python -m course_server``);
+  ``tool_parser`` (tool calls read back out of the text it wrote), ``check_messages`` (the
+  check messages' translations);
+- ``dialects/``: one codec per wire dialect (Ollama, OpenAI, Anthropic), used by the clients
+  here and by the server;
 - clients: ``client`` (Ollama's API, raw JSON shown), ``openai_client`` (any
   OpenAI-compatible server), ``runtime`` (``connect()``: finds a server or starts ours);
 - the agent: ``tools``, ``validation``, ``loop``, ``providers``, ``reliability``, ``tracing``,
@@ -23,7 +29,7 @@ One module per idea, in layers where every import points down (docs/architecture
   table (lessons 9, 9b, 12, 13);
 - ``display/``: what a lesson shows (the library's source, plots, the approval panel);
 - ``kiosk/``: the capstone's shop and agent (lessons 11 and 12);
-- course tooling: ``checks``, ``grading``, ``gradebook``, ``sandbox``, ``exercises``, ``refresh``.
+- ``checks``: what a check cell calls, and the answers it sends to the grader.
 """
 
 from importlib import import_module
@@ -37,8 +43,8 @@ _LAZY = {"Client": "client", "OllamaError": "client", "connect": "runtime"}
 def __getattr__(name: str) -> Any:
     """``from course_lib import connect`` imports ``runtime`` on first use, not with the package.
 
-    Importing it eagerly would import ``models`` too, so ``python -m course_server models`` would
-    find the module already loaded before running it as ``__main__`` (and warn about it).
+    The other rooms import ``course_lib`` for its modules (the server its wire modules, the grader
+    its checks) and need neither the client nor the runtime loaded with it.
     """
     if name in _LAZY:
         return getattr(import_module(f".{_LAZY[name]}", __name__), name)
