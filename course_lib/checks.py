@@ -5,7 +5,8 @@ as failed) with a message meant for a learner, not a stack-trace reader::
 
     check_equal(tokens_per_second(sample), 25.0, "eval_duration is in nanoseconds")
 
-Notebooks import them from ``course_grading.grading``.
+Notebooks import them from here (``from course_lib.checks import check, submit``): the learner's
+library, so a check cell runs where only it is installed.
 
 A grade is decided outside the learner's process. A check cell does two things: in the
 learner's kernel it computes **answers**, plain data (the learner's functions' outputs on the

@@ -2,7 +2,7 @@
 
     python -m course_tools translation status|build|messages|adopt ja ...   # the Japanese edition
     python -m course_tools lesson_plan [--write-times]                      # the lessons' time lines
-    python -m course_tools slides OUT [--lang ja]                           # the lessons as offline slides
+    python -m course_tools slides OUT [NOTEBOOK ...]                        # the lessons as offline slides
     python -m course_tools refresh NOTEBOOK ...                             # re-execute notebooks in full
     python -m course_tools security [--quick]                               # lesson 9's defense table
     python -m course_tools kiosk [--quick]                                  # the capstone's evaluation
