@@ -98,6 +98,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: otherwise in order
 
 
+LEARNER_INSTALL = "test_learner_install.py"  # runs lesson 1 under nbval in a venv of the learner's library alone
+LEARNER_LESSON = "01_the_wire.ipynb"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Lesson 1 runs once: when the learner's-install test is collected, it runs the lesson (in a
+    venv with the learner's library alone), so nbval's cells of it here are deselected."""
+    items = session.items
+    if not any(Path(str(item.path)).name == LEARNER_INSTALL for item in items):
+        return
+    twice = [item for item in items if Path(str(item.path)).name == LEARNER_LESSON
+             and Path(str(item.path)).parent.name == "notebooks"]
+    if twice:
+        session.config.hook.pytest_deselected(items=twice)
+        session.items[:] = [item for item in items if item not in twice]
+
+
 @pytest.fixture(scope="session")
 def server():
     """The real server with the real model; two slots and ``--max-queue 2``: a full queue is easy
