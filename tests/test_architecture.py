@@ -42,7 +42,7 @@ LAYERS = [
     {"security"},
     {"display"},
     {"kiosk"},
-    {"checks"},
+    {"checks", "self_check"},
 ]
 
 
