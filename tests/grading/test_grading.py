@@ -753,7 +753,7 @@ def test_without_root_the_kernel_runs_as_you_in_a_user_namespace_and_sees_none_o
         mine.write_text("mine")
         for path in (home, mine):
             os.chown(path, uid, uid)
-        script = AS_INSTRUCTOR.format(tests=str(ROOT / "tests"), home=str(home), mine=str(mine))
+        script = AS_INSTRUCTOR.format(tests=str(ROOT / "tests" / "grading"), home=str(home), mine=str(mine))
         done = subprocess.run([sys.executable, "-c", script], user=uid, group=uid, extra_groups=[], cwd=home,
                               env={"HOME": str(home), "TMPDIR": str(home), "PATH": os.environ["PATH"]},
                               capture_output=True, text=True, timeout=300)
