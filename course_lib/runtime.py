@@ -178,3 +178,33 @@ def connect(model: str | None = None, echo: bool = False, quiet: bool = False) -
     if not quiet:
         print(f"Using the embedded server at {server.url} ({model}).")
     return Client(server.url, model, echo=echo)
+
+
+def available(model: str) -> bool:
+    """Whether ``model`` can be served here without a download: the Ollama at ``OLLAMA_HOST`` has
+    it, or the course's server is installed and its cache holds the verified file (``python -m
+    course_server models check``, asked in a process of its own: the server is another room)."""
+    if not config.embedded_only() and has_model(resolve_host(), model):
+        return True
+    if not server_installed():
+        return False
+    env = {**os.environ, "COURSE_MODEL": model}
+    env.pop("COURSE_MODEL_PATH", None)
+    check = subprocess.run([sys.executable, "-m", "course_server", "models", "check"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    return check.returncode == 0
+
+
+def optional_client(model: str, quick: bool = False) -> Client | None:
+    """A ``Client`` for ``model`` when it is here (``available``), else None, saying why and how to
+    get it: for a second model a lesson compares with, which is a download of its own. With
+    ``quick`` (CI's quick mode) it is None too. See ``course_lib.recorded`` for the cells."""
+    if quick:
+        print(f"quick mode: {model} is not used; its cells show the run recorded with the course.")
+        return None
+    if not available(model):
+        print(f"{model} is not on this machine, so its cells show the run recorded with the course. To run "
+              f"them yourself, fetch it once (a download of about a gigabyte): `python3 course.py python -m "
+              f"course_server models fetch {model}`, then run this cell again.")
+        return None
+    return connect(model)
