@@ -720,10 +720,18 @@ def lab(args: list[str]) -> int:
     return 0
 
 
+TEST_WORKERS = 2  # pytest-xdist workers for the whole suite (docs/maintainers.md has the measurements)
+
+
 def test(args: list[str]) -> int:
-    """Run pytest with ``args`` in the course's Python, after setting up."""
+    """Run pytest with ``args`` in the course's Python, after setting up. The whole suite runs
+    on ``TEST_WORKERS`` workers, a file to a worker (a notebook's cells share one kernel); the
+    fast tier, or a run that chooses its own ``-n``, runs as asked."""
     setup(("test", "agentdojo"))  # AgentDojo's benchmark is tested too
-    run(python(), "-m", "pytest", *args)
+    chosen = ("--fast" in args or "no:xdist" in args
+              or any(arg.startswith(("-n", "--numprocesses", "--dist")) for arg in args))
+    workers = [] if chosen else ["-n", str(TEST_WORKERS), "--dist", "loadfile"]
+    run(python(), "-m", "pytest", *workers, *args)
     return 0
 
 

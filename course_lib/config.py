@@ -14,11 +14,14 @@ variable               what it does                                             
                        ``--quick`` says the same for that command only)
 ``COURSE_WORKERS``     cases an experiment sends at once (default 4; 1: one after   ``experiments`` and the lessons
                        another; the embedded server has 3 slots on 2 cores)
-``COURSE_ORIGINS``     more web origins the server accepts (comma-separated,       ``server.guard``
+``COURSE_THREADS``     CPU threads each embedded server's model uses (default:      ``course_server.model``
+                       every core; the test suite sets it to share the cores
+                       between its workers, each with a server of its own)
+``COURSE_ORIGINS``     more web origins the server accepts (comma-separated,       ``course_server.guard``
                        wildcards), like ``OLLAMA_ORIGINS``
-``COURSE_SERVER_LOG``  the embedded server's log level (default ``warning``)       ``server.app``
+``COURSE_SERVER_LOG``  the embedded server's log level (default ``warning``)       ``course_server.app``
 ``OLLAMA_HOST``        where to look for a running server                          ``client``
-``COURSE_API_KEY``     the key a room's server requires (``--api-key``), and the    ``server.app``,
+``COURSE_API_KEY``     the key a room's server requires (``--api-key``), and the    ``course_server.app``,
                        key the course's clients send as ``Authorization: Bearer``   ``client``, ``runtime``
 ``HF_ENDPOINT``        the Hugging Face hub models are downloaded from (default     ``models``
                        ``https://huggingface.co``; a mirror's address instead), as
@@ -62,6 +65,12 @@ def cache_dir() -> Path:
     if configured := os.environ.get("COURSE_CACHE_DIR"):
         return Path(configured).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "course-tool-calling"
+
+
+def model_threads() -> int | None:
+    """``COURSE_THREADS``, if set: the CPU threads a server's model uses."""
+    configured = os.environ.get("COURSE_THREADS")
+    return max(1, int(configured)) if configured else None
 
 
 def embedded_only() -> bool:

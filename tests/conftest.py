@@ -27,6 +27,10 @@ from course_lib.runtime import EmbeddedServer
 
 os.environ.setdefault("COURSE_EMBEDDED", "1")  # never depend on another server on this machine
 os.environ.setdefault("COURSE_QUICK", "1")  # experiments run small; COURSE_QUICK=0 runs them in full
+# With pytest-xdist each worker has a server of its own, and so has each notebook's kernel: the
+# model processes share the cores instead of each spinning threads on all of them (docs/maintainers.md).
+if (workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))) > 1:
+    os.environ.setdefault("COURSE_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 os.environ["COURSE_LANG"] = "en"  # checks speak English here, whatever the shell says; tests of ja ask for it
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """``--fast`` is ``-m fast`` (and any ``-m`` given too), with nbval's notebooks not even read:
     every cell of them is ``model``."""
+    config.pluginmanager.register(LessonOneOnce(), "lesson-one-once")
     if config.getoption("fast"):
         config.option.markexpr = f"fast and ({config.option.markexpr})" if config.option.markexpr else "fast"
         config.option.ignore_glob = [*(config.option.ignore_glob or []), "*.ipynb"]
@@ -102,17 +107,21 @@ LEARNER_INSTALL = "test_learner_install.py"  # runs lesson 1 under nbval in a ve
 LEARNER_LESSON = "01_the_wire.ipynb"
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Lesson 1 runs once: when the learner's-install test is collected, it runs the lesson (in a
-    venv with the learner's library alone), so nbval's cells of it here are deselected."""
-    items = session.items
-    if not any(Path(str(item.path)).name == LEARNER_INSTALL for item in items):
-        return
-    twice = [item for item in items if Path(str(item.path)).name == LEARNER_LESSON
-             and Path(str(item.path)).parent.name == "notebooks"]
-    if twice:
-        session.config.hook.pytest_deselected(items=twice)
-        session.items[:] = [item for item in items if item not in twice]
+class LessonOneOnce:
+    """Lesson 1 runs once: when the learner's-install test is selected, it runs the lesson (in a
+    venv with the learner's library alone), so nbval's cells of it here are deselected. Last of
+    the collection hooks, after ``-m`` and ``-k`` chose, and before pytest-xdist sends a
+    worker's list of tests to the controller."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if not any(Path(str(item.path)).name == LEARNER_INSTALL for item in items):
+            return
+        twice = [item for item in items if Path(str(item.path)).name == LEARNER_LESSON
+                 and Path(str(item.path)).parent.name == "notebooks"]
+        if twice:
+            config.hook.pytest_deselected(items=twice)
+            items[:] = [item for item in items if item not in twice]
 
 
 @pytest.fixture(scope="session")

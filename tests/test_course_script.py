@@ -786,14 +786,22 @@ def test_bundle_installs_then_runs_the_tools_bundle_writer_in_the_course_s_pytho
                                  "qwen2.5-coder:1.5b"]]
 
 
-@pytest.mark.parametrize("args", [["-x", "-k", "foo"], ["--fast"], [], ["tests/x.py", "--", "-v", "--lf"], ["-h"]])
-def test_the_arguments_after_test_go_to_pytest_as_they_are(monkeypatch, args):
+WORKERS = ["-n", "2", "--dist", "loadfile"]
+
+
+@pytest.mark.parametrize(("args", "workers"), [
+    (["-x", "-k", "foo"], WORKERS), ([], WORKERS), (["tests/x.py", "--", "-v", "--lf"], WORKERS), (["-h"], WORKERS),
+    (["--fast"], []), (["-n", "0"], []), (["-n3"], []), (["--dist", "load"], []), (["-p", "no:xdist"], []),
+])
+def test_the_arguments_after_test_go_to_pytest_as_they_are(monkeypatch, args, workers):
+    """The whole suite runs on two workers, a file to each; the fast tier, or a run that says
+    how to use xdist, runs as asked."""
     commands = []
     monkeypatch.setattr(course, "setup", lambda extras: commands.append(["setup", *extras]))
     monkeypatch.setattr(course, "python", lambda: Path("py"))
     monkeypatch.setattr(course, "run", lambda *args: commands.append([str(a) for a in args]))
     assert course.main(["test", *args]) == 0
-    assert commands == [["setup", "test", "agentdojo"], ["py", "-m", "pytest", *args]]
+    assert commands == [["setup", "test", "agentdojo"], ["py", "-m", "pytest", *workers, *args]]
 
 
 def test_help_lists_every_command(capsys):
