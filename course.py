@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import importlib
 import importlib.metadata as metadata
 import os
 import platform
@@ -107,14 +108,15 @@ def python() -> Path:
 def works(interpreter: Path) -> bool:
     """Whether ``interpreter`` starts and has pip: a venv whose making failed half-way has not."""
     try:
-        return subprocess.run([str(interpreter), "-c", "import pip"], capture_output=True).returncode == 0
+        return subprocess.run([str(interpreter), str(Path(__file__).resolve()), "probe", "pip"],
+                              capture_output=True).returncode == 0
     except OSError:  # no such file, or not a program
         return False
 
 
 def imports(*modules: str) -> bool:
     """Whether the course's Python can import all of ``modules``."""
-    return works(python()) and subprocess.run([str(python()), "-c", f"import {', '.join(modules)}"],
+    return works(python()) and subprocess.run([str(python()), str(Path(__file__).resolve()), "probe", *modules],
                                               capture_output=True, cwd=ROOT).returncode == 0
 
 
@@ -211,7 +213,7 @@ def make_venv() -> None:
 
 def stamp_path() -> Path:
     """The file, inside the environment, that records which ``pyproject.toml`` was installed."""
-    prefix = subprocess.check_output([str(python()), "-c", "import sys; print(sys.prefix)"], text=True)
+    prefix = subprocess.check_output([str(python()), str(Path(__file__).resolve()), "probe", "--prefix"], text=True)
     return Path(prefix.strip()) / "course-install.stamp"
 
 
@@ -746,6 +748,20 @@ def setup_command(options: argparse.Namespace, parser: argparse.ArgumentParser) 
     return 0
 
 
+def probe(modules: list[str], prefix: bool) -> int:
+    """``course.py probe [--prefix] MODULE ...``, run by another interpreter (the course's venv)
+    to answer about itself: exit 0 if it imports every module, and with ``--prefix`` print its
+    ``sys.prefix`` (the folder of its environment)."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # not installed, or a compiled library that does not load
+            return 1
+    if prefix:
+        print(sys.prefix)
+    return 0
+
+
 # the commands that hand their arguments on as they come: to JupyterLab (after --lang and a folder),
 # pytest, course_grading's gradebook, course_tools' bundle and slides, the course's Python
 PASSED_ON = {"lab": lab, "test": test, "grade": grade, "bundle": bundle, "slides": slides, "python": course_python}
@@ -772,6 +788,10 @@ def command_line() -> argparse.ArgumentParser:
                               help="the bundle's fingerprint, as `bundle` printed it: refuse a bundle changed since")
     setup_parser.set_defaults(run=lambda options: setup_command(options, setup_parser))
     commands.add_parser("check").set_defaults(run=lambda options: check())
+    probe_parser = commands.add_parser("probe")  # not in the usage: course.py asks another Python with it
+    probe_parser.add_argument("modules", nargs="*")
+    probe_parser.add_argument("--prefix", action="store_true")
+    probe_parser.set_defaults(run=lambda options: probe(options.modules, options.prefix))
     return parser
 
 

@@ -49,6 +49,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPER = Path(__file__).resolve()  # this file, run as a script: the limits outside bwrap, the relay inside
+KILL_ALL_MINE = HELPER.with_name("kill_all_mine.py")  # run as the kernel's user by ``sweep``
 MESSAGE_LIMIT = 8 * 2**20  # bytes of one message from a kernel: ZeroMQ drops a longer one unread
 PASSED_ON = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "COURSE_QUICK", "COURSE_WORKERS")
 # of the repository: what a kernel reads (the learner's library, this room run as the helper), never writes
@@ -324,7 +325,7 @@ class Sandbox:
             return
         deadline = time.monotonic() + wait
         while self.processes() and time.monotonic() < deadline:
-            subprocess.run([sys.executable, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"],
+            subprocess.run([sys.executable, "-I", "-S", str(KILL_ALL_MINE)],
                            user=self.uid, group=self.uid, extra_groups=[], env={}, check=False,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
             time.sleep(0.1)
