@@ -20,9 +20,16 @@ to check. Here every number has a source:
   allowance you choose (``--exercise-minutes``, 10 by default), not a measurement.
 
 A lesson's minutes are reading + the larger of the two run times + exercises. Discussion and
-breaks are not in them. Each lesson says its own at the end of its first cell, in a line this
-module writes (``time_line``) and a test keeps current: a change to a lesson's words or its
-committed run changes the line, and ``--write-times`` rewrites it.
+breaks are not in them. They are an estimate built from those counts, not a learner timed.
+
+**The core path** (``CORE``) is the lessons every learner walks, each with its first exercises;
+every concept of the two seed articles is first taught in one of them (docs/concepts.md), and
+the core takes at most ``CORE_LIMIT`` minutes. The other lessons are deep dives, each linked
+from the core lesson it extends, and the other exercises are more practice.
+
+Each lesson says its own minutes at the end of its first cell, in a line this module writes
+(``time_line``) and a test keeps current: a change to a lesson's words or its committed run
+changes the line, and ``--write-times`` rewrites it.
 
 An appendix (``notebooks/appendix_NAME.ipynb``, for the curious) is no lesson: it has no
 minutes and no place in an agenda, and the command lists it below the table with its words.
@@ -73,6 +80,11 @@ README_RUN_TIMES: dict[str, tuple[float, float | None, str]] = {
 QUICK_WORDS = {"8": "with `COURSE_QUICK=1` (about 2 to 3 minutes each",
                "9": "with `COURSE_QUICK=1` (about 2 to 3 minutes each",
                "11": "about 1.5 minutes with `COURSE_QUICK=1`"}
+# The core path: lesson -> how many of its exercises (its first ones) the core includes.
+CORE: dict[str, int] = {"1": 2, "2": 1, "3": 1, "4": 1, "5": 1, "6": 1, "7": 1, "9": 1, "10": 1, "11": 1, "13": 1}
+CORE_LIMIT = 360  # minutes: a day of self-study
+ESTIMATED = ("estimated by `python -m course_tools lesson_plan`: 200 words a minute, the measured run, "
+             "10 minutes an exercise")
 LESSON_FILE = re.compile(r"^(\d+[ab]?)_\w+\.ipynb$")  # 9a and 9b sit between 9 and 10
 APPENDIX_FILE = re.compile(r"^appendix_\w+\.ipynb$")
 WORD = re.compile(r"\S*\w\S*")  # a run of non-space characters with a letter or digit in it
@@ -125,18 +137,34 @@ class Lesson:
             return self.readme_quick_seconds
         return max(self.seconds, self.readme_seconds or 0.0)
 
+    @property
+    def core_exercises(self) -> int | None:
+        """How many of its exercises the core path includes; ``None`` for a deep dive."""
+        return CORE.get(self.number)
+
     def time_line(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE) -> str:
-        """The line a lesson ends its first cell with: its minutes, and where they come from."""
+        """The line a lesson ends its first cell with: its minutes, where they come from, and its
+        place on the core path."""
         total = self.minutes(wpm, per_exercise)
         running = max(1, math.ceil(self.run_seconds() / 60))
         reading = max(1, total - running - round(self.exercises * per_exercise))  # so that the parts add up
         if not self.exercises:
-            return (f"**Time:** about {total} minutes: {reading} of reading and {running} of running the cells "
-                    "(no exercises; measured by `python -m course_tools lesson_plan`).")
-        exercises = f"{self.exercises} exercise" + ("s" if self.exercises > 1 else "")
-        return (f"**Time:** about {total} minutes: {reading} of reading, {running} of running the cells and "
-                f"{self.exercises * per_exercise:g} for the {exercises} "
-                "(measured by `python -m course_tools lesson_plan`).")
+            parts = f"{reading} of reading and {running} of running the cells (no exercises)"
+        else:
+            exercises = f"{self.exercises} exercise" + ("s" if self.exercises > 1 else "")
+            parts = (f"{reading} of reading, {running} of running the cells and "
+                     f"{self.exercises * per_exercise:g} for the {exercises}")
+        core = self.core_exercises
+        if core is not None:
+            core = min(core, self.exercises)
+        if core is None:
+            place = "a deep dive, not on the core path"
+        elif core == self.exercises:
+            place = "all of it on the core path"
+        else:
+            chosen = "exercise 1" if core == 1 else f"exercises 1 to {core}" if core > 2 else "exercises 1 and 2"
+            place = f"on the core path, with {chosen} only, about {self.minutes(wpm, per_exercise, exercises=core)}"
+        return f"**Time:** about {total} minutes: {parts}; {place} ({ESTIMATED})."
 
     def minutes(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE,
                 quick: bool = False, exercises: int | None = None) -> int:
@@ -280,6 +308,24 @@ def table(found: list[Lesson], wpm: float, per_exercise: float, with_sections: b
     return "\n".join(rows)
 
 
+def core_minutes(found: list[Lesson], wpm: float = WORDS_PER_MINUTE,
+                 per_exercise: float = MINUTES_PER_EXERCISE) -> int:
+    """The core path's minutes: each core lesson with its core exercises."""
+    return sum(lesson.minutes(wpm, per_exercise, exercises=lesson.core_exercises)
+               for lesson in found if lesson.core_exercises is not None)
+
+
+def core_line(found: list[Lesson], wpm: float, per_exercise: float) -> str:
+    """One line: the core path's lessons, exercises and minutes, and the whole course's."""
+    core = [lesson for lesson in found if lesson.core_exercises is not None]
+    deep = [lesson.number for lesson in found if lesson.core_exercises is None]
+    return (f"core path: lessons {', '.join(lesson.number for lesson in core)} with "
+            f"{sum(lesson.core_exercises or 0 for lesson in core)} exercises, "
+            f"{core_minutes(found, wpm, per_exercise)} minutes (at most {CORE_LIMIT}); deep dives: "
+            f"lessons {', '.join(deep)}; every lesson and exercise: "
+            f"{sum(lesson.minutes(wpm, per_exercise) for lesson in found)} minutes")
+
+
 def write_time_lines(found: list[Lesson]) -> list[Path]:
     """End each lesson's first cell with its current ``time_line``; return the notebooks changed."""
     changed = []
@@ -317,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(found, args.wpm, args.exercise_minutes, args.sections))
     print(f"\nreading at {args.wpm:g} words a minute; {args.exercise_minutes:g} minutes per exercise; "
           "run time: the longer of the committed run's cells and the README's measured run")
+    print(core_line(found, args.wpm, args.exercise_minutes))
     for path in extra:
         print(appendix_line(path, args.wpm))
     return 0

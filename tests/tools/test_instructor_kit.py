@@ -69,6 +69,21 @@ def test_every_lesson_row_has_the_measured_minutes_and_the_clock_adds_up(agenda,
     assert seen >= 10
 
 
+INSTRUCTOR = "Instructor:"  # a block's own row for the instructor: the idea in their words, a demo, questions
+
+
+def test_the_one_day_runs_the_core_path_from_9_to_17_with_the_instructors_time_after_each_lesson():
+    (table,) = timetables((KIT / "agenda-1-day.md").read_text(encoding="utf-8"))
+    held = [re.search(r"\[Lesson (\d+[ab]?) ·", row.group(3)) for row in table]
+    assert [match.group(1) for match in held if match] == list(lesson_plan.CORE)
+    for row, match, following in zip(table, held, table[1:]):
+        if match:
+            assert following.group(3).startswith(INSTRUCTOR) and int(following.group(7)) >= 5, row.group(3)
+    first, last = table[0], table[-1]
+    assert (first.group(1), first.group(2)) == ("09", "00")
+    assert int(last.group(1)) * 60 + int(last.group(2)) + int(last.group(7)) <= 17 * 60
+
+
 def test_the_two_days_hold_every_lesson_but_9b(lessons):
     text = (KIT / "agenda-2-day.md").read_text(encoding="utf-8")
     held = {match.group(1) for match in re.finditer(r"^\| \d\d:\d\d \| \[Lesson (\d+[ab]?) ·", text, re.MULTILINE)}

@@ -111,10 +111,45 @@ def test_every_lesson_ends_its_first_cell_with_its_current_time_line():
     assert not stale, "run `python -m course_tools lesson_plan --write-times`:\n" + "\n".join(stale)
 
 
-def test_a_time_line_says_where_its_minutes_come_from():
+def test_a_time_line_says_where_its_minutes_come_from_and_its_place_on_the_core_path():
     lesson = lesson_plan.Lesson("3", Path("03_x.ipynb"), "Lesson 3", None,
                                 [lesson_plan.Section("all", prose_words=1900, seconds=130.0)], exercises=3)
+    assert lesson.core_exercises == 1
     assert lesson.time_line() == ("**Time:** about 42 minutes: 9 of reading, 3 of running the cells and 30 for the "
-                                  "3 exercises (measured by `python -m course_tools lesson_plan`).")
+                                  "3 exercises; on the core path, with exercise 1 only, about 22 (estimated by "
+                                  "`python -m course_tools lesson_plan`: 200 words a minute, the measured run, "
+                                  "10 minutes an exercise).")
+    lesson.number = "8"
+    assert "30 for the 3 exercises; a deep dive, not on the core path (estimated" in lesson.time_line()
+    lesson.number, lesson.exercises = "11", 1
+    assert "10 for the 1 exercise; all of it on the core path (estimated" in lesson.time_line()
     lesson.exercises = 0
-    assert lesson.time_line().startswith("**Time:** about 12 minutes: 9 of reading and 3 of running the cells")
+    assert lesson.time_line().startswith("**Time:** about 12 minutes: 9 of reading and 3 of running the cells "
+                                         "(no exercises); ")
+
+
+@pytest.mark.release
+def test_the_core_path_fits_a_day_of_self_study():
+    found = lesson_plan.lessons(ROOT)
+    for lesson in found:
+        assert lesson.core_exercises is None or 0 <= lesson.core_exercises <= lesson.exercises, lesson.number
+    assert set(lesson_plan.CORE) <= {lesson.number for lesson in found}
+    assert lesson_plan.core_minutes(found) <= lesson_plan.CORE_LIMIT == 360
+
+
+@pytest.mark.release
+def test_every_seed_concept_is_first_taught_in_a_core_lesson():
+    """docs/concepts.md's first lesson for each concept (the one before a semicolon) is on the
+    core path: a learner who walks only the core meets every concept of the seed articles."""
+    import re
+
+    rows = [line for line in (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| ") and "notebooks/" in line]
+    assert len(rows) > 60
+    outside = []
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        first = re.search(r"notebooks/(\d+[ab]?)_\w+\.ipynb", cells[2].split(";")[0])
+        if first and first.group(1).lstrip("0") not in lesson_plan.CORE:
+            outside.append(f"{cells[0]}: lesson {first.group(1)}")
+    assert not outside, "first taught outside the core path:\n" + "\n".join(outside)
