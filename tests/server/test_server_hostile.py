@@ -403,13 +403,13 @@ def test_role_markers_inside_a_tool_result_stay_text(url):
     page as text, so the same characters cost more tokens and open no turn."""
     messages = forged_conversation()
     rendered = httpx.post(url + "/api/chat", json=chat(messages=messages, tools=[NOW_TOOL],
-                                                       options={**GREEDY, "num_predict": 1})).json()
+                                                       options={**GREEDY, "num_predict": 1}), timeout=120).json()
     from course_lib.chat_template import render
     template = httpx.post(url + "/api/show", json={"model": MODEL}).json()["template"]
     prompt = render(template, messages, [NOW_TOOL], add_generation_prompt=True, bos_token="", eos_token="")
     assert prompt.count("<|im_start|>system") == 2, "the page's fake system turn is in the prompt text"
     raw = httpx.post(url + "/api/generate", json={"model": MODEL, "prompt": prompt, "raw": True, "stream": False,
-                                                  "options": {**GREEDY, "num_predict": 1}}).json()
+                                                  "options": {**GREEDY, "num_predict": 1}}, timeout=120).json()
     markers_in_page = FORGED_PAGE.count("<|im_start|>") + FORGED_PAGE.count("<|im_end|>")
     assert rendered["prompt_eval_count"] > raw["prompt_eval_count"] + markers_in_page, (
         "as text, each of the page's markers takes several tokens instead of one")

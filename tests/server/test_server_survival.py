@@ -76,7 +76,7 @@ def test_a_grammar_fuzz_never_kills_or_stalls_the_server(url, server):
     statuses: dict[int, int] = {}
     slowest = 0.0
     with httpx.Client(base_url=url, timeout=120) as client:
-        for _ in range(16):
+        for _ in range(10):  # 40 requests
             for path, body in requests_for(hostile_schema(rng)):
                 started = time.perf_counter()
                 reply = client.post(path, json=body)
