@@ -722,17 +722,30 @@ def lab(args: list[str]) -> int:
     return 0
 
 
-TEST_WORKERS = 2  # pytest-xdist workers for the whole suite (docs/maintainers.md has the measurements)
+TEST_WORKERS = 2  # pytest-xdist workers for the whole suite at most (docs/maintainers.md has the measurements)
+
+
+def physical_cores() -> int:
+    """The CPU's cores, not its hardware threads: two model processes on the two threads of one
+    core compete for it (Linux's topology files; elsewhere every logical CPU counts)."""
+    cores = set()
+    for topology in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"):
+        try:
+            cores.add(((topology / "physical_package_id").read_text(), (topology / "core_id").read_text()))
+        except OSError:
+            continue
+    return len(cores) or os.cpu_count() or 1
 
 
 def test(args: list[str]) -> int:
     """Run pytest with ``args`` in the course's Python, after setting up. The whole suite runs
-    on ``TEST_WORKERS`` workers, a file to a worker (a notebook's cells share one kernel); the
-    fast tier, or a run that chooses its own ``-n``, runs as asked."""
+    on up to ``TEST_WORKERS`` workers, one per physical core, a file to a worker (a notebook's
+    cells share one kernel); the fast tier, or a run that chooses its own ``-n``, runs as asked."""
     setup(("test", "agentdojo"))  # AgentDojo's benchmark is tested too
     chosen = ("--fast" in args or "no:xdist" in args
               or any(arg.startswith(("-n", "--numprocesses", "--dist")) for arg in args))
-    workers = [] if chosen else ["-n", str(TEST_WORKERS), "--dist", "loadfile"]
+    count = min(TEST_WORKERS, physical_cores())
+    workers = [] if chosen or count < 2 else ["-n", str(count), "--dist", "loadfile"]
     run(python(), "-m", "pytest", *workers, *args)
     return 0
 

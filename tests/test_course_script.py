@@ -800,8 +800,17 @@ def test_the_arguments_after_test_go_to_pytest_as_they_are(monkeypatch, args, wo
     monkeypatch.setattr(course, "setup", lambda extras: commands.append(["setup", *extras]))
     monkeypatch.setattr(course, "python", lambda: Path("py"))
     monkeypatch.setattr(course, "run", lambda *args: commands.append([str(a) for a in args]))
+    monkeypatch.setattr(course, "physical_cores", lambda: 2)
     assert course.main(["test", *args]) == 0
     assert commands == [["setup", "test", "agentdojo"], ["py", "-m", "pytest", *workers, *args]]
+    monkeypatch.setattr(course, "physical_cores", lambda: 1)  # two hardware threads of one core
+    commands.clear()
+    assert course.main(["test", *args]) == 0
+    assert commands[-1] == ["py", "-m", "pytest", *args]
+
+
+def test_physical_cores_counts_cores_not_hardware_threads():
+    assert 1 <= course.physical_cores() <= (os.cpu_count() or 1)
 
 
 def test_help_lists_every_command(capsys):
