@@ -604,6 +604,21 @@ def model_state() -> tuple[bool, str]:
     return done.returncode == 0, ": ".join([f"the model {name} fetched{served}", *why])
 
 
+OPTIONAL_MODEL = "qwen2.5-coder:1.5b"  # the second model some lessons compare with the 0.5B
+
+
+def optional_model_line() -> str:
+    """A line about the optional 1.5B: what it adds and costs, and whether it is here. Not a
+    requirement: without it the lessons print the course's recorded runs of it."""
+    done = subprocess.run([str(python()), "-m", "course_server", "models", "check"], capture_output=True, text=True,
+                          cwd=ROOT, env={**{k: v for k, v in os.environ.items() if k != "COURSE_MODEL_PATH"},
+                                         "COURSE_MODEL": OPTIONAL_MODEL})
+    if done.returncode == 0:
+        return f"optional: the model {OPTIONAL_MODEL} fetched: lessons 3, 4 and 11 run it beside the 0.5B"
+    return (f"optional: the model {OPTIONAL_MODEL} not fetched: lessons 3, 4 and 11 show its recorded runs instead; "
+            f"`python3 course.py python -m course_server models fetch {OPTIONAL_MODEL}` adds it (a 1.1 GB download)")
+
+
 def model_fetched() -> bool:
     """Whether the model the course will use is here and verified (size and checksum)."""
     return model_state()[0]
@@ -632,6 +647,8 @@ def check() -> int:
         lines.append((False, f"the course's Python: none yet at {python()}; `python3 course.py setup` makes it"))
     for ok, label in lines:
         print(f"[{'OK' if ok else 'FAIL'}] {label}")
+    if works(python()) and built:
+        print(f"[--] {optional_model_line()}")
     return 0 if all(ok for ok, _ in lines) else 1
 
 
