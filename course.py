@@ -757,12 +757,14 @@ def physical_cores() -> int:
 def test(args: list[str]) -> int:
     """Run pytest with ``args`` in the course's Python, after setting up. The whole suite runs
     on up to ``TEST_WORKERS`` workers, one per physical core, a file to a worker (a notebook's
-    cells share one kernel); the fast tier, or a run that chooses its own ``-n``, runs as asked."""
+    cells share one kernel), in the order ``tests/conftest.py`` gives them (longest first: xdist
+    would otherwise order the files by their number of tests); the fast tier, or a run that
+    chooses its own ``-n``, runs as asked."""
     setup(("test", "agentdojo"))  # AgentDojo's benchmark is tested too
     chosen = ("--fast" in args or "no:xdist" in args
               or any(arg.startswith(("-n", "--numprocesses", "--dist")) for arg in args))
     count = min(TEST_WORKERS, physical_cores())
-    workers = [] if chosen or count < 2 else ["-n", str(count), "--dist", "loadfile"]
+    workers = [] if chosen or count < 2 else ["-n", str(count), "--dist", "loadfile", "--no-loadscope-reorder"]
     run(python(), "-m", "pytest", *workers, *args)
     return 0
 

@@ -786,7 +786,7 @@ def test_bundle_installs_then_runs_the_tools_bundle_writer_in_the_course_s_pytho
                                  "qwen2.5-coder:1.5b"]]
 
 
-WORKERS = ["-n", "2", "--dist", "loadfile"]
+WORKERS = ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 @pytest.mark.parametrize(("args", "workers"), [
