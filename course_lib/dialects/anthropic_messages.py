@@ -58,7 +58,8 @@ def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
     system = body.get("system")
     if system:
         messages.append({"role": "system", "content": text_of(system, "system")})
-    names_by_id: dict[str, str] = {}
+    calls: dict[str, str] = {}  # the previous assistant turn's tool_use ids -> tool names
+    asked_at = ""  # where that turn is, for the error when its calls go unanswered
     for i, message in enumerate(required(body, "messages", list)):
         where = f"messages.{i}"
         role = typed(message, dict, where).get("role")
@@ -69,8 +70,15 @@ def anthropic_request(body: dict[str, Any]) -> dict[str, Any]:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list):
             raise DialectError(f"{where}.content must be a string or a list of blocks")
-        messages += (_user_turn(blocks, where, names_by_id) if role == "user"
-                     else _assistant_turn(blocks, where, names_by_id))
+        if role == "user":
+            turn = _user_turn(blocks, where, calls, asked_at)
+            calls = {}
+        else:
+            _all_answered(calls, set(), asked_at)
+            calls, asked_at = {}, where
+            turn = _assistant_turn(blocks, where, calls)
+        messages += turn
+    _all_answered(calls, set(), asked_at)
     tools = [ollama_tool(tool, f"tools.{i}.") for i, tool in enumerate(optional(body, "tools", list) or [])] or None
     choice = anthropic_tool_choice(optional(body, "tool_choice", dict), tools)
     options = {"num_predict": max_tokens}
@@ -109,9 +117,21 @@ def anthropic_tool_choice(choice: dict[str, Any] | None, tools: list[Any] | None
     raise DialectError(f"tool_choice.type: expected 'auto', 'any', 'tool' or 'none', got {json.dumps(kind)[:40]}")
 
 
-def _user_turn(blocks: list[Any], where: str, names_by_id: dict[str, str]) -> list[Message]:
-    """A user turn's blocks -> one ``tool`` message per ``tool_result``, then the user's text."""
-    results, texts = [], []
+def _all_answered(calls: dict[str, str], answered: set[str], asked_at: str) -> None:
+    """Anthropic's rule: every ``tool_use`` of an assistant turn is answered by a ``tool_result``
+    in the very next message, a user turn (all of them in that one turn)."""
+    missing = [call_id for call_id in calls if call_id not in answered]
+    if missing:
+        raise DialectError(f"{asked_at}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                           f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` "
+                           "block in the next message.")
+
+
+def _user_turn(blocks: list[Any], where: str, names_by_id: dict[str, str], asked_at: str) -> list[Message]:
+    """A user turn's blocks -> one ``tool`` message per ``tool_result``, then the user's text.
+    The results answer the ``tool_use`` blocks of the previous message (``names_by_id``, asked
+    at ``asked_at``): each of them, and nothing else."""
+    results, texts, answered = [], [], set()
     for j, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
@@ -121,13 +141,16 @@ def _user_turn(blocks: list[Any], where: str, names_by_id: dict[str, str]) -> li
                 raise DialectError(f"{where}.content.{j}: tool_result blocks must come before any text")
             call_id = required(block, "tool_use_id", str, f"{where}.content.{j}.")
             if call_id not in names_by_id:
-                raise DialectError(f"{where}.content.{j}: tool_use_id {call_id!r} answers no tool_use block "
-                                   "of the previous assistant turn")
+                raise DialectError(f"{where}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                                   f"{call_id}. Each `tool_result` block must have a corresponding `tool_use` block "
+                                   "in the previous message.")
             text = text_of(block.get("content", ""), f"{where}.content.{j}.content")
+            answered.add(call_id)
             results.append({"role": "tool", "tool_name": names_by_id[call_id],
                             "content": f"error: {text}" if block.get("is_error") else text})
         else:
             raise DialectError(f"{where}.content.{j}.type: a user turn holds text and tool_result blocks")
+    _all_answered(names_by_id, answered, asked_at)
     return results + ([{"role": "user", "content": "".join(texts)}] if texts else [])
 
 

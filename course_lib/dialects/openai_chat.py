@@ -93,10 +93,22 @@ def ollama_tool_calls(message: Message) -> list[Message]:
 
 # --- the server: a request in, a response out -----------------------------------------------
 
+def _all_answered(unanswered: dict[str, str], asked_at: str) -> None:
+    """OpenAI's rule: an assistant message with ``tool_calls`` is followed by one ``tool``
+    message per call, before any other message."""
+    if unanswered:
+        raise DialectError(f"{asked_at}: an assistant message with 'tool_calls' must be followed by tool messages "
+                           f"responding to each 'tool_call_id'. The following tool_call_ids did not have response "
+                           f"messages: {', '.join(unanswered)}")
+
+
 def openai_request(body: dict[str, Any]) -> dict[str, Any]:
     """``/v1/chat/completions`` body -> ``{"model", "messages", "tools", "options", "format", "stream"}``."""
     model = required(body, "model", str)
-    messages, names_by_id = [], {}
+    messages: list[Message] = []
+    names_by_id: dict[str, str] = {}  # the calls of the assistant message the tool messages answer
+    unanswered: dict[str, str] = {}  # those of them no tool message has answered yet
+    asked_at = ""
     for i, message in enumerate(required(body, "messages", list)):
         where = f"messages[{i}]"
         typed(message, dict, where)
@@ -105,6 +117,9 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
             role = "system"
         if role not in ("system", "user", "assistant", "tool"):
             raise DialectError(f"{where}.role: must be system, developer, user, assistant or tool")
+        if role != "tool":
+            _all_answered(unanswered, asked_at)
+            names_by_id, asked_at = {}, where
         converted: Message = {"role": role, "content": text_of(message.get("content"), f"{where}.content")}
         if role == "assistant" and message.get("tool_calls"):
             converted["tool_calls"] = []
@@ -113,16 +128,23 @@ def openai_request(body: dict[str, Any]) -> dict[str, Any]:
                 function = required(call, "function", dict, f"{at}.")
                 name = required(function, "name", str, f"{at}.function.")
                 arguments = parse_arguments(function.get("arguments"), f"{at}.function.arguments")
-                names_by_id[optional(call, "id", str, f"{at}.")] = name
+                names_by_id[required(call, "id", str, f"{at}.")] = name
                 converted["tool_calls"].append({"function": {"name": name, "arguments": arguments}})
+            unanswered = dict(names_by_id)
         if role == "tool":
             call_id = optional(message, "tool_call_id", str, f"{where}.")
             if not call_id:
                 raise DialectError(f"{where}.tool_call_id: field required for role 'tool'")
+            if not names_by_id:
+                raise DialectError(f"{where}: messages with role 'tool' must be a response to a preceding "
+                                   "message with 'tool_calls'")
             if call_id not in names_by_id:
-                raise DialectError(f"{where}.tool_call_id: {call_id!r} answers no earlier tool call")
+                raise DialectError(f"{where}.tool_call_id: {call_id!r} answers none of the tool_calls of the "
+                                   "assistant message before it")
+            unanswered.pop(call_id, None)
             converted["tool_name"] = names_by_id[call_id]
         messages.append(converted)
+    _all_answered(unanswered, asked_at)
     choice = openai_tool_choice(body, optional(body, "tools", list) or None)
     response_format = ollama_format(optional(body, "response_format", dict))
     if choice.grammar and response_format:

@@ -38,11 +38,39 @@ def test_an_openai_round_trip_becomes_ollama_messages():
     (lambda m: m[2]["tool_calls"][0]["function"].update(arguments={"city": "Tokyo"}), "expected a string"),
     (lambda m: m[2]["tool_calls"][0]["function"].update(arguments="{city: Tokyo}"), "not valid JSON"),
     (lambda m: m[3].pop("tool_call_id"), "tool_call_id: field required"),
-    (lambda m: m[3].update(tool_call_id="call_9"), "answers no earlier tool call"),
+    (lambda m: m[3].update(tool_call_id="call_9"), "answers none of the tool_calls"),
+    (lambda m: m[2]["tool_calls"][0].pop("id"), r"tool_calls\[0\]\.id: field required"),
     (lambda m: m[0].update(role="function"), "role"),
 ])
 def test_openai_porting_mistakes_are_refused_with_the_reason(change, message):
     messages = openai_turns()
+    change(messages)
+    with pytest.raises(DialectError, match=message):
+        dialects.openai_request({"model": "m", "messages": messages})
+
+
+def two_calls_openai():
+    calls = [{"id": f"call_{n}", "type": "function", "function": {"name": "get_weather", "arguments": city}}
+             for n, city in ((1, '{"city": "Tokyo"}'), (2, '{"city": "Osaka"}'))]
+    return [{"role": "user", "content": "Weather in Tokyo and Osaka?"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "rain"}]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.pop(3), r"messages\[1\]: an assistant message with 'tool_calls' must be followed by tool "
+                         r"messages .* did not have response messages: call_2"),
+    (lambda m: m.insert(3, {"role": "user", "content": "and?"}), "did not have response messages: call_2"),
+    (lambda m: m.__delitem__(slice(2, 4)), "did not have response messages: call_1, call_2"),  # at the end too
+    (lambda m: m.pop(1), r"messages\[1\]: messages with role 'tool' must be a response"),
+    (lambda m: m.insert(2, {"role": "assistant", "content": "Checking."}), "did not have response messages"),
+])
+def test_every_openai_call_is_answered_right_after_its_assistant_message(change, message):
+    """OpenAI's rule: an assistant message's calls are answered by the tool messages right after
+    it, each of them, before any other message; a tool message answers only those calls."""
+    messages = two_calls_openai()
+    dialects.openai_request({"model": "m", "messages": messages})  # as it should be
     change(messages)
     with pytest.raises(DialectError, match=message):
         dialects.openai_request({"model": "m", "messages": messages})
@@ -117,13 +145,54 @@ def test_an_anthropic_error_result_is_marked_for_the_model():
     (lambda m: m[1]["content"].append({"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}),
      "belong in a user turn"),
     (lambda m: m[2]["content"].reverse(), "must come before any text"),
-    (lambda m: m[2]["content"][0].update(tool_use_id="toolu_9"), "answers no tool_use block"),
+    (lambda m: m[2]["content"][0].update(tool_use_id="toolu_9"), "unexpected `tool_use_id` found in .*: toolu_9"),
     (lambda m: m[1]["content"][1].update(input='{"city": "Tokyo"}'), "input: expected an object"),
 ])
 def test_anthropic_porting_mistakes_are_refused_with_the_reason(change, message):
     messages = anthropic_turns()
     change(messages)
     with pytest.raises(DialectError, match=message):
+        dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": messages})
+
+
+def two_calls_anthropic():
+    uses = [{"type": "tool_use", "id": f"toolu_{n}", "name": "get_weather", "input": {"city": city}}
+            for n, city in ((1, "Tokyo"), (2, "Osaka"))]
+    return [{"role": "user", "content": "Weather in Tokyo and Osaka?"}, {"role": "assistant", "content": uses},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": weather}
+                                         for n, weather in ((1, "sunny"), (2, "rain"))]}]
+
+
+def split_results(messages):
+    """The two results in two user messages: Anthropic's first porting mistake with parallel calls."""
+    first, second = messages[2]["content"]
+    messages[2:] = [{"role": "user", "content": [first]}, {"role": "user", "content": [second]}]
+
+
+@pytest.mark.parametrize("change, message", [
+    (split_results, "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_2"),
+    (lambda m: m[2]["content"].pop(), "immediately after: toolu_2"),
+    (lambda m: m.pop(), "immediately after: toolu_1, toolu_2"),  # at the end too
+    (lambda m: m.insert(2, {"role": "assistant", "content": "Checking."}), "immediately after: toolu_1"),
+    # a tool_use block dropped from the history; then only the assistant's text kept
+    (lambda m: m[1]["content"].pop(), "messages.2.content.1: unexpected `tool_use_id` found in .*: toolu_2"),
+    (lambda m: m[1].update(content="I will check."), "unexpected `tool_use_id` found in .*: toolu_1"),
+])
+def test_every_anthropic_tool_use_is_answered_in_the_next_user_turn(change, message):
+    """Anthropic's rule: every ``tool_use`` of an assistant turn is answered in the very next
+    message, all results in that one user turn; a ``tool_result`` answers only the turn before."""
+    messages = two_calls_anthropic()
+    dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": messages})  # as it should be
+    change(messages)
+    with pytest.raises(DialectError, match=message):
+        dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": messages})
+
+
+def test_an_anthropic_result_answers_only_the_turn_right_before_it():
+    messages = two_calls_anthropic()
+    messages += [{"role": "assistant", "content": "Sunny and rain."},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}]}]
+    with pytest.raises(DialectError, match="messages.4.content.0: unexpected `tool_use_id` found in .*: toolu_1"):
         dialects.anthropic_request({"model": "m", "max_tokens": 8, "messages": messages})
 
 
