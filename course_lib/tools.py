@@ -11,6 +11,8 @@ the schema and the argument check come from the same source. ``call_tool`` valid
 runs one call and returns a typed ``ToolResult`` (ok, or an error of a kind);
 ``run_tool_calls`` answers every call in an assistant message with a ``tool`` message: the
 result, or an error the model can read. A call is never left without an answer.
+``search_tools`` offers a request only the tools whose words it shares (tool search, a cost
+lever: every declaration offered is read again on every turn, lesson 7).
 
 A tool can also come with its declaration already written, by someone else: an MCP server
 lists its tools as name, description and JSON Schema (lesson 12). ``DeclaredTool`` keeps that
@@ -129,6 +131,31 @@ def tool_schema(function: ToolFunction) -> dict[str, Any]:
     summary, _ = parse_docstring(inspect.getdoc(function) or "")
     return {"type": "function", "function": {"name": function.__name__, "description": summary,
                                              "parameters": parameters_schema(arguments_model(function))}}
+
+
+# English words too common to say which tool a request needs
+FUNCTION_WORDS = frozenset("a an and are as at be by can do does for from has have how i in is it me my of on or "
+                           "the this to was what when which who with you your".split())
+
+
+def words_in(text: str) -> set[str]:
+    """The lower-case words of ``text`` (letters and digits; ``send_email`` is two words, ``e-mail``
+    two), without function words."""
+    return set(re.findall(r"[a-z0-9]+", text.lower())) - FUNCTION_WORDS
+
+
+def search_tools(request: str, tools: dict[str, ToolFunction], limit: int = 2) -> dict[str, ToolFunction]:
+    """Tool search: offer a request only the tools it seems to need. Each tool scores the words
+    its name and description share with the request; the ``limit`` best with a score of at least
+    one are offered, in their order in ``tools``. When no tool shares a word, every tool is
+    offered: a search that finds nothing costs tokens, not the answer."""
+    asked = words_in(request)
+    scores = {}
+    for name, tool in tools.items():
+        declared = tool_schema(tool)["function"]
+        scores[name] = len(asked & words_in(f"{declared['name']} {declared.get('description', '')}"))
+    best = sorted((name for name in tools if scores[name]), key=lambda name: -scores[name])[:limit]
+    return {name: tool for name, tool in tools.items() if name in best} if best else dict(tools)
 
 
 def canonical_arguments(arguments: dict[str, Any]) -> str:

@@ -38,7 +38,7 @@ LAYERS = [
     {"dialects"},
     {"client", "openai_client", "runtime"},
     {"tools", "validation", "loop", "providers", "reliability", "tracing", "arithmetic", "fake_model", "mcp_tools",
-     "recorded"},
+     "recorded", "sealed"},
     {"experiments"},
     {"security"},
     {"display"},

@@ -114,3 +114,15 @@ def test_no_expression_the_length_allows_takes_long():
         except ValueError:
             pass
     assert time.thread_time() - started < 1.0
+
+
+def test_tool_search_offers_the_tools_whose_words_a_request_shares_and_all_when_none():
+    from course_lib.config import course_file
+    from course_lib.kiosk.shop import Kiosk
+    from course_lib.tools import search_tools
+
+    tools = Kiosk.load(course_file("data/products.json")).tools()
+    assert list(search_tools("Is SKU-12345 in stock?", tools)) == ["get_product_stock"]
+    assert list(search_tools("Please send an e-mail to bo@example.com", tools, limit=1)) == ["send_email"]
+    assert list(search_tools("How much is SKU-99999?", tools)) == list(tools)  # no word shared: every tool
+    assert len(search_tools("stock reviews refund order e-mail info", tools, limit=3)) == 3
