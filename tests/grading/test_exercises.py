@@ -3,11 +3,11 @@
 Here the checks fail on the stub; tests/grading/test_wrong_answers.py makes them fail on plausible
 wrong answers too (tests/grading/wrong_answers.py)."""
 
+import os
 from pathlib import Path
 
 import nbformat
 import pytest
-from test_grading import SEVERAL_EXERCISES
 
 from course_grading.exercises import STUB, build, strip_solutions
 
@@ -44,22 +44,21 @@ def test_every_exercise_notebook_has_checks_and_no_solution(path):
     assert all("### BEGIN SOLUTION" not in cell.source for cell in notebook.cells)
 
 
-# Each check failing on the stub is proven by running the notebooks. tests/grading/test_grading.py's
-# test_each_exercise_fails_unsolved_and_passes_on_its_own runs every check of a notebook with
-# several exercises on its stub; the notebooks it leaves out (those with one exercise) are run
-# here, unsolved.
-ONE_EXERCISE = [path for path in EXERCISES if path.name not in {solution.name for solution in SEVERAL_EXERCISES}]
-
-
+# Each check failing on the stub is proven by running the exercise notebooks, unsolved. That each
+# passes when solved is nbval's run of solutions/, and that each passes without the others'
+# solutions is tests/grading/test_grading.py's test_no_exercise_reads_another_exercises_names.
 @pytest.mark.model
-@pytest.mark.parametrize("path", ONE_EXERCISE, ids=[p.name for p in ONE_EXERCISE])
-def test_every_check_fails_on_the_unsolved_exercises(path):
+@pytest.mark.parametrize("path", EXERCISES, ids=[p.name for p in EXERCISES])
+def test_every_check_fails_on_the_unsolved_exercises(path, url):
+    """Against the suite's one server (``url``): the notebooks do not each start their own."""
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
     checks = [cell for cell in notebook.cells if is_check_cell(cell)]
     resources = {"metadata": {"path": str(path.parent)}}
-    NotebookClient(notebook, timeout=600, allow_errors=True, resources=resources).execute()
+    env = {key: value for key, value in os.environ.items() if key != "COURSE_EMBEDDED"} | {"OLLAMA_HOST": url}
+    NotebookClient(notebook, timeout=600, allow_errors=True, kernel_name="python3",
+                   resources=resources).execute(env=env)
     passing = [cell.source.splitlines()[0] for cell in checks
                if not any(output.output_type == "error" for output in cell.outputs)]
     assert not passing, f"these checks pass without a solution, so they cannot fail: {passing}"

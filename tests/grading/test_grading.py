@@ -896,59 +896,6 @@ def test_a_learners_text_is_never_a_formula_nor_markdown():
     assert md("\x1b[31mred") == "?\\[31mred"
 
 
-# A notebook with one exercise is left out: solved, it is the solution notebook, which nbval
-# runs (solutions/), and unsolved it is run by tests/grading/test_exercises.py.
-SEVERAL_EXERCISES = [path for path in SOLUTIONS if len(sections(read(path))) > 2]
-
-
-def last_to_first(exercise: nbformat.NotebookNode, solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The setup, then for each exercise from the last to the first: its unsolved cells (from
-    ``exercise``), then its solved ones (from ``solution``). Every code cell is tagged
-    ``metadata.expect``: "fail" for a check of an unsolved exercise, "pass" for the setup and
-    the solution's cells and checks, None for the unsolved exercise's own cells."""
-    notebook = copy.deepcopy(solution)
-    unsolved = {part.number: part for part in sections(exercise)}
-    parts = sections(solution)
-    notebook.cells = []
-    for part in [parts[0], *reversed(parts[1:])]:
-        versions = [(part, "pass")] if part.number == 0 else [(unsolved[part.number], "fail"), (part, "pass")]
-        for version, expect in versions:
-            for cell in map(copy.deepcopy, version.code):
-                cell.outputs, cell.execution_count = [], None
-                cell.metadata["expect"] = expect if is_check(cell) or expect == "pass" else None
-                notebook.cells.append(cell)
-    return notebook
-
-
-@pytest.mark.model
-@pytest.mark.parametrize("path", SEVERAL_EXERCISES, ids=[p.name for p in SEVERAL_EXERCISES])
-def test_each_exercise_fails_unsolved_and_passes_on_its_own(path, url, tmp_path):
-    """In one kernel, the exercises from the last to the first: each check raises on the stub,
-    then passes on the solution. An exercise that used what an earlier exercise made would fail
-    here (the earlier one has not run yet); one that used a later exercise fails in the solution
-    notebook's own order, which nbval runs (solutions/). So each exercise passes without the
-    others' solutions, and each check can fail, without a kernel per exercise. Not covered: an
-    earlier exercise's stub that breaks a later one by rebinding a name the setup defines (no
-    exercise rebinds one that a later exercise reads before binding it itself)."""
-    from nbclient import NotebookClient
-
-    (tmp_path / "data").symlink_to(ROOT / "data", target_is_directory=True)
-    (tmp_path / "exercises").mkdir()
-    notebook = last_to_first(read(ROOT / "exercises" / path.name), read(path))
-    env = {key: value for key, value in os.environ.items() if key != "COURSE_EMBEDDED"} | {"OLLAMA_HOST": url}
-    NotebookClient(notebook, timeout=600, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path / "exercises")}}).execute(env=env)
-
-    def error(cell) -> str | None:
-        return next((f"{o.ename}: {o.evalue}" for o in cell.outputs if o.output_type == "error"), None)
-
-    expected = [(cell.source.splitlines()[0], cell.metadata["expect"], error(cell)) for cell in notebook.cells]
-    passing_unsolved = [first for first, expect, failure in expected if expect == "fail" and not failure]
-    failing_solved = [(first, failure) for first, expect, failure in expected if expect == "pass" and failure]
-    assert not passing_unsolved, f"these checks pass without a solution, so they cannot fail: {passing_unsolved}"
-    assert not failing_solved, f"these cells fail, with the exercises before them not yet run: {failing_solved}"
-
-
 def names(cells: list) -> tuple[set[str], set[str]]:
     """The names ``cells`` define (anywhere, at any depth) and the names they read."""
     import ast
@@ -971,8 +918,10 @@ def names(cells: list) -> tuple[set[str], set[str]]:
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=[p.name for p in SOLUTIONS])
 def test_no_exercise_reads_another_exercises_names(path):
-    """The fast half of independence, without running anything: an exercise's cells (its
-    solution and its checks) read no name that only another exercise defines."""
+    """Each exercise passes without the others' solutions, checked without running anything: an
+    exercise's cells (its solution and its checks) read no name that only another exercise
+    defines. (Not covered: an exercise that changes an object the setup made, which a later one
+    reads; no exercise does.)"""
     parts = sections(read(path))
     setup, _ = names(parts[0].code)
     for part in parts[1:]:
