@@ -117,6 +117,30 @@ def test_the_chat_panel_labels_its_box_says_when_it_works_and_gives_the_focus_ba
     assert "<b>kiosk:</b> 12 in Tokyo." in log.value
 
 
+def test_in_a_japanese_kernel_the_panels_speak_japanese(monkeypatch):
+    """COURSE_LANG=ja (a Japanese notebook's kernel): every label and state in Japanese; what the
+    agent and the tools wrote, and the tool names, as they are."""
+    from course_lib.display.words import WORDS
+
+    assert set(WORDS["ja"]) == set(WORDS["en"]), "every word of the panels has its Japanese"
+    monkeypatch.setenv("COURSE_LANG", "ja")
+    agent, kiosk = parked_agent()
+    header, refund, email = approval_panel(agent.gate, kiosk.tools(), "Tell tanaka@example.jp").children
+    shown, approve, deny, status = refund.children
+    assert (approve.description, deny.description, status.value) == ("承認", "却下", "あなたの判断を待っています")
+    assert approve.tooltip.startswith("承認: refund_order") and "承認待ち" in header.value
+    assert "ユーザーの依頼 (前の依頼):" in shown.value
+    deny.click()
+    assert refund.children[3].value == "却下しました: 実行していません"
+    chat = KioskAgent(ScriptedModel([says("東京に 12 個あります。")]), Kiosk.load(PRODUCTS))
+    log, row, _ = chat_panel(chat).children
+    box, send = row.children
+    assert (box.description, send.description) == ("質問", "送信")
+    box.value = "SKU-00042 は東京に何個ありますか?"
+    send.click()
+    assert "<b>キオスク:</b> 東京に 12 個あります。" in log.value and "トークン" in log.value
+
+
 # --- 2. in JupyterLab, in Chromium ----------------------------------------------------------
 
 

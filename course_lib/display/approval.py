@@ -27,6 +27,7 @@ import unicodedata
 
 import ipywidgets as widgets
 
+from course_lib.display.words import WORDS, say
 from course_lib.security.defenses import ApprovalGate, ParkedCall, call_digest
 from course_lib.security.executor import guarded_executor
 from course_lib.tools import ToolFunction
@@ -54,21 +55,21 @@ def shown(text: str) -> str:
     return html.escape(visible(text))
 
 
-WAITING = "waiting for your decision"
+WAITING = WORDS["en"]["waiting"]  # in English; a Japanese kernel's panel says say("waiting")
 ROW = {"flex_flow": "row wrap", "align_items": "center", "grid_gap": "0 0.5em"}  # a narrow window wraps the row
 
 
 def waiting_html(gate: ApprovalGate) -> str:
-    return f"<b>Waiting for approval:</b> {len(gate.pending)} call(s)"
+    return say("waiting header", count=len(gate.pending))
 
 
 def decision_buttons(call: ParkedCall) -> tuple[widgets.Button, widgets.Button]:
     """Approve and Deny for one call: named in words, with a tooltip that says what each does to
     which call (screen readers read it too); the colours only repeat the words."""
-    approve = widgets.Button(description="Approve", button_style="success",
-                             tooltip=f"Approve: run {visible(call.name)} now, with the arguments shown")
-    deny = widgets.Button(description="Deny", button_style="danger",
-                          tooltip=f"Deny: drop {visible(call.name)}; it never runs")
+    approve = widgets.Button(description=say("approve"), button_style="success",
+                             tooltip=say("approve tip", name=visible(call.name)))
+    deny = widgets.Button(description=say("deny"), button_style="danger",
+                          tooltip=say("deny tip", name=visible(call.name)))
     return approve, deny
 
 
@@ -83,7 +84,7 @@ def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = N
     header = widgets.HTML(waiting_html(gate))
     rows: list[widgets.Widget] = [header]
     for call in list(gate.pending):
-        status = widgets.HTML(WAITING, layout={"flex": "1 1 auto"})  # HTML, so that a long result wraps
+        status = widgets.HTML(say("waiting"), layout={"flex": "1 1 auto"})  # HTML, so that a long result wraps
         approve, deny = decision_buttons(call)
         arguments = call.arguments  # shown in this row, and the only arguments its Approve can run
 
@@ -94,10 +95,10 @@ def approval_panel(gate: ApprovalGate, tools: dict[str, ToolFunction] | None = N
             if approved:
                 if call.run.execute is None:  # parked by hand, outside any executor: give its run one
                     guarded_executor([gate], call.run, tools or {})
-                status.value = f"approved: {shown(gate.approve(call, seen).text)}"
+                status.value = say("approved", result=shown(gate.approve(call, seen).text))
             else:
                 gate.deny(call)
-                status.value = "denied: not done"
+                status.value = say("denied")
             for button in buttons:
                 button.disabled = True
             header.value = waiting_html(gate)
@@ -114,7 +115,7 @@ def parked_call_html(call: ParkedCall, latest_request: str | None = None,
                      arguments: dict | None = None) -> str:
     """The HTML of one parked call: the request it came from, then the call as it will run
     (``arguments``: the copy of its arguments to show, if the caller holds one)."""
-    earlier = " (an earlier request)" if latest_request is not None and call.request != latest_request else ""
+    earlier = say("earlier") if latest_request is not None and call.request != latest_request else ""
     text = json.dumps(call.arguments if arguments is None else arguments, ensure_ascii=False)
-    return (f"<b>The user asked{earlier}:</b> {shown(call.request)}<br>"
+    return (f"<b>{say('user asked', earlier=earlier)}</b> {shown(call.request)}<br>"
             f"<code>{shown(call.name)}({shown(text)})</code>")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from course_lib.display.words import WORDS, say
 from course_lib.kiosk.agent import KioskAgent
 
-SEND, WORKING = "Send", "Answering..."
+SEND, WORKING = WORDS["en"]["send"], WORDS["en"]["working"]  # in English; a Japanese kernel's panel says its own
 
 
 def chat_panel(agent: KioskAgent):
@@ -24,25 +25,25 @@ def chat_panel(agent: KioskAgent):
 
     agent.gate.reviewer = lambda run, name, arguments: None
     log, pending = widgets.HTML(), widgets.VBox()
-    box = widgets.Text(description="Your question", placeholder="e.g. Is SKU-00042 in stock in Tokyo?",
+    box = widgets.Text(description=say("question"), placeholder=say("example"),
                        style={"description_width": "initial"}, layout={"width": "70%"})
-    send = widgets.Button(description=SEND, button_style="primary", tooltip="Send your question to the kiosk")
+    send = widgets.Button(description=say("send"), button_style="primary", tooltip=say("send tip"))
 
     def on_send(_: Any) -> None:
         request, box.value = box.value.strip(), ""
         if not request:
             return
-        send.disabled, send.description = True, WORKING
+        send.disabled, send.description = True, say("working")
         try:
             reply = agent.ask(request)
         finally:
-            send.disabled, send.description = False, SEND
+            send.disabled, send.description = False, say("send")
             box.focus()
         calls = ", ".join(f"{name}({json.dumps(arguments, ensure_ascii=False)})" for name, arguments in reply.calls)
-        log.value += (f"<p style='line-height: 1.4'><b>customer:</b> {shown(request)}<br>"
-                      f"<small>tools: {shown(calls or 'none')}; {reply.tokens} tokens, "
-                      f"{reply.seconds:.1f} s</small><br>"
-                      f"<b>kiosk:</b> {shown(reply.answer or f'(stopped: {reply.stopped_by})')}</p>")
+        tools = say("tools line", calls=shown(calls or say("none")), tokens=reply.tokens, seconds=reply.seconds)
+        answer = reply.answer or say("stopped", reason=reply.stopped_by)
+        log.value += (f"<p style='line-height: 1.4'><b>{say('customer')}</b> {shown(request)}<br>"
+                      f"<small>{tools}</small><br><b>{say('kiosk')}</b> {shown(answer)}</p>")
         pending.children = [approval_panel(agent.gate, agent.kiosk.tools(), request)] if agent.gate.pending else []
 
     send.on_click(on_send)
