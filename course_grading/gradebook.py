@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 
 from course_grading.grading import PUBLISHED, Result, format_report, grade
+from course_lib.config import course_language
 
 if TYPE_CHECKING:  # imported when needed: the server is heavy
     from course_grading.sandbox import Sandbox
@@ -368,32 +369,50 @@ def titles_of(notebooks: list[str]) -> dict[tuple[str, int], str]:
     return titles
 
 
-def table(paths: list[Path], cell_timeout: float) -> int:
-    """Grade each notebook in place and print one row each as it finishes; 0 if all passed."""
+TABLE_WORDS = {"en": ("notebook", "passed", "failed", "not attempted"),
+               "ja": ("ノートブック", "合格", "不合格", "未着手")}
+
+
+def table(paths: list[Path], cell_timeout: float, language: str = "en") -> int:
+    """Grade each notebook in place and print one row each as it finishes, in ``language``; 0 if
+    all passed."""
+    from course_grading.grading import REPORT_WORDS, grader_said, width
+
     server, everything = ModelServer(), []
-    print(f"{'notebook':34} {'passed':>8} {'failed':>7} {'not attempted':>14}", flush=True)
+    notebook, passed_word, failed, not_attempted = TABLE_WORDS.get(language, TABLE_WORDS["en"])
+
+    def right(text: str, columns: int) -> str:  # a wide character takes two columns
+        return " " * max(columns - width(text), 0) + text
+
+    print(f"{notebook}{' ' * max(34 - width(notebook), 0)} {right(passed_word, 8)} {right(failed, 7)} "
+          f"{right(not_attempted, 14)}", flush=True)
     try:
         for path in paths:
             results = grade(path, model_url=server.url_for(path), cell_timeout=cell_timeout)
             everything += results
             if results and results[0].exercise is None:
-                print(f"{path.name:34} error: {results[0].message}", flush=True)
+                error = REPORT_WORDS.get(language, REPORT_WORDS["en"])["error"]
+                print(f"{path.name:34} {error}: {grader_said(results[0].message, language)}", flush=True)
                 continue
             tally = {status: sum(result.status == status for result in results) for status in COUNTED}
-            print(f"{path.name:34} {tally['passed']:>3} of {len(results):<2} {tally['failed']:>7} "
-                  f"{tally['not attempted']:>14}", flush=True)
+            count = (f"{tally['passed']:>3} of {len(results):<2}" if language == "en"
+                     else f"{len(results):>2} 問中 {tally['passed']:<2}")
+            print(f"{path.name:34} {count} {tally['failed']:>7} {tally['not attempted']:>14}", flush=True)
     finally:
         server.close()
     exercises = [result for result in everything if result.exercise is not None]
     passed = sum(result.status == "passed" for result in exercises)
-    print(f"{passed} of {len(exercises)} exercises passed")
+    print(REPORT_WORDS.get(language, REPORT_WORDS["en"])["summary"].format(passed=passed, total=len(exercises)))
     return 0 if everything and all(result.status == "passed" for result in everything) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 course.py grade", description=__doc__.split("\n")[0])
     parser.add_argument("notebook", nargs="?", type=Path,
-                        help="an exercise notebook; none: every notebook in exercises/")
+                        help="an exercise notebook; none: every notebook in exercises/ (exercises/ja/ with --lang ja)")
+    parser.add_argument("--lang", choices=("en", "ja"), default=None,
+                        help="the edition graded when no notebook is named, and the table's language "
+                             "(default: COURSE_LANG, which `course.py lab --lang ja` sets, else en)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show nbval's full per-cell output instead")
     parser.add_argument("--class", dest="class_dir", type=Path, help="a folder with one subfolder per learner")
     parser.add_argument("--out", type=Path, default=Path("grades"), help="where grades.csv and summary.md go")
@@ -435,7 +454,9 @@ def main(argv: list[str] | None = None) -> int:
         target = [str(args.notebook)] if args.notebook else [str(PUBLISHED)]
         return subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", *target]).returncode
     if args.notebook is None:
-        return table(sorted(PUBLISHED.glob("*.ipynb")), args.timeout)
+        language = args.lang or course_language()
+        folder = PUBLISHED if language == "en" else PUBLISHED / language
+        return table(sorted(folder.glob("*.ipynb")), args.timeout, language)
     server = ModelServer()
     try:
         results = grade(args.notebook, model_url=server.url_for(args.notebook), cell_timeout=args.timeout)

@@ -201,10 +201,32 @@ REPORT_WORDS = {  # the report's own words, in each edition's language
     "ja": {"exercise": "演習 {number} · {title}", "passed": "合格", "failed": "不合格", "not attempted": "未着手",
            "error": "エラー", "summary": "{total} 問中 {passed} 問が合格"},
 }
-GRADER_SAYS = {  # the grader's most frequent messages, translated where they are shown (the rarer ones stay English)
-    "ja": {"the setup cell failed: ": "セットアップのセルが失敗しました: ",
-           " (in your code)": " (あなたのコードで)",
-           "this exercise has no check cell": "この演習にはチェックのセルがありません"},
+GRADER_SAYS: dict[str, list[tuple[re.Pattern[str], str]]] = {  # the grader's own words, in each edition's language
+    "ja": [(re.compile(pattern), words) for pattern, words in [
+        (r"the setup cell failed: ", "セットアップのセルが失敗しました: "),
+        (r" \(in your code\)", " (あなたのコードで)"),
+        (r"this exercise has no check cell", "この演習にはチェックのセルがありません"),
+        (r"the kernel died in this cell \(it ran out of memory, crashed, or exited\)",
+         "このセルでカーネルが止まりました (メモリ不足、クラッシュ、または終了)"),
+        (r"the notebook ran longer than (\d+) s in all and was stopped in this cell",
+         r"ノートブック全体の実行が \1 秒を超えたので、このセルで止めました"),
+        (r"the notebook ran longer than (\d+) s in all and was stopped before this exercise",
+         r"ノートブック全体の実行が \1 秒を超えたので、この演習の前で止めました"),
+        (r"a cell ran longer than (\d+) s and was stopped \(an endless loop\?\)",
+         r"セルの実行が \1 秒を超えたので止めました (無限ループかもしれません)"),
+        (r"; it did not answer the interrupt, so its kernel was killed",
+         "。割り込みに応答しなかったので、カーネルを強制終了しました"),
+        (r"the kernel died \(or stopped\) before this exercise's cells ran",
+         "この演習のセルが実行される前に、カーネルが止まりました"),
+        (r"the check sent no answers the grader could read: something in the notebook suppressed, replaced "
+         r"or repeated them", "チェックから、採点で読める答えが届きませんでした: ノートブックの中の何かが、"
+                              "答えを抑えたか、置き換えたか、繰り返しました"),
+        (r"the kernel was restarted and the setup failed there: ",
+         "カーネルを再起動しましたが、そこでセットアップが失敗しました: "),
+        (r"the kernel did not start: ", "カーネルが起動しませんでした: "),
+        (r"^could not run: ", "実行できませんでした: "),
+        (r"^not graded: ", "採点していません: "),
+    ]],
 }
 
 
@@ -772,10 +794,10 @@ def width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(character) in "WF" else 1 for character in text)
 
 
-def _grader_said(message: str, language: str) -> str:
+def grader_said(message: str, language: str) -> str:
     """The grader's own words in ``message``, in ``language`` where the table has them."""
-    for english, translated in GRADER_SAYS.get(language, {}).items():
-        message = message.replace(english, translated)
+    for english, translated in GRADER_SAYS.get(language, []):
+        message = english.sub(translated, message)
     return message
 
 
@@ -791,7 +813,7 @@ def format_report(results: list[Result], colour: bool = False) -> str:
         said = words[result.status]
         status = f"{COLOURS[result.status]}{said}\033[0m" if colour else said
         lines.append(f"{result.label}{' ' * (widest - width(result.label))}  {status}")
-        lines += ["    " + line for line in _grader_said(result.message, language).splitlines()]
+        lines += ["    " + line for line in grader_said(result.message, language).splitlines()]
     exercises = [result for result in results if result.exercise is not None]
     passed = sum(result.status == "passed" for result in exercises)
     lines.append(words["summary"].format(passed=passed, total=len(exercises)))

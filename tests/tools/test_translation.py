@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -680,3 +681,23 @@ def test_a_docs_page_is_built_beside_it_and_a_page_written_in_japanese_is_no_lef
     assert "no English file any more: docs/guide.ja.md" in capsys.readouterr().out
     with pytest.raises(ValueError, match="is not translated"):
         source_for(Path("docs/instructors/README.md"), "ja")
+
+
+@pytest.mark.parametrize("message", [
+    grading.stop_message({"how": "died", "by": "cell"}, 300, 1800),
+    grading.stop_message({"how": "interrupted", "by": "cell"}, 300, 1800),
+    grading.stop_message({"how": "killed", "by": "cell"}, 300, 1800),
+    grading.stop_message({"how": "killed", "by": "notebook"}, 300, 1800),
+    "the notebook ran longer than 1800 s in all and was stopped before this exercise",
+    "the kernel died (or stopped) before this exercise's cells ran",
+    "(check 2) the check sent no answers the grader could read: something in the notebook suppressed, replaced "
+    "or repeated them",
+    "the setup cell failed: NameError: name 'x' is not defined (in your code)",
+])
+def test_the_graders_own_words_are_japanese_in_the_japanese_edition(message):
+    """What the grader says of a stopped kernel, a timeout or a missing answer; the Python error it
+    quotes (NameError: ...) and the values stay as they are."""
+    said = grading.grader_said(message, "ja")
+    english = [word for word in re.findall(r"[A-Za-z]{3,}", said) if word not in {"NameError", "name", "not",
+                                                                                   "defined", "check"}]
+    assert not english, said
