@@ -1024,3 +1024,23 @@ def test_a_class_never_reaches_the_instructors_own_ollama(monkeypatch):
     monkeypatch.setattr(runtime, "EmbeddedServer", Ours)  # what a class starts when nothing else is named
     server = ModelServer()
     assert server.url_for(ROOT / "exercises" / "01_the_wire.ipynb") == Ours.url and len(started) == 1
+
+
+def test_the_lesson_3_judge_takes_a_description_in_japanese_as_the_seed_writes_them():
+    from course_grading.grading import judge_of
+    published = nbformat.read(ROOT / "exercises" / "03_tool_calls.ipynb", as_version=4)
+    judge = next(judge_of(cell.source) for cell in published.cells if is_check(cell) and "pattern" in cell.source)
+
+    def tool(description: str) -> dict:
+        return {"tool": {"type": "function", "function": {
+            "name": "get_product_stock", "description": description,
+            "parameters": {"type": "object", "properties": {
+                "sku": {"type": "string", "description": "商品コード", "pattern": r"^SKU-\d{5}$"},
+                "warehouse": {"type": "string", "enum": ["tokyo", "osaka"]}}, "required": ["sku"]}}}}
+
+    judge(tool("商品の在庫数を倉庫ごとに返します。お客様が在庫を尋ねたときに使います。"))
+    for description in ["商品の在庫数を倉庫ごとに返します。在庫の数が分かります。とても便利です。",  # no "when"
+                        "在庫を尋ねたときに使います。",  # too short to say what it returns
+                        "Units in stock. Use it."]:  # English, too short
+        with pytest.raises(CheckFailed, match="what and when"):
+            judge(tool(description))
