@@ -2,7 +2,9 @@
 
 The questions an instructor asks the room at the end of a lesson
 (``docs/instructors/checks-for-understanding.md``) are the same ones a learner working alone
-answers here, read from that one file, so the kit and the lessons cannot drift apart::
+answers here, read from that one file, so the kit and the lessons cannot drift apart (in a
+Japanese notebook's kernel, ``COURSE_LANG=ja``, from its translation,
+``docs/instructors/checks-for-understanding.ja.md``)::
 
     from course_lib.self_check import self_check
     self_check("03")  # lesson 3's questions
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course_lib.config import course_file
+from course_lib.config import course_file, course_language
+from course_lib.display.words import say
 
 CHECKS = "docs/instructors/checks-for-understanding.md"  # from the course's top folder (``course_file``)
 LESSON_HEADING = re.compile(r"^## \[(?P<title>[^\]]+)\]\(\.\./\.\./notebooks/(?P<notebook>[^)]+)\)\s*$")
@@ -85,13 +88,21 @@ def parse(text: str) -> dict[str, tuple[str, list[Question]]]:
 
 
 def questions_for(lesson: str, path: Path | None = None) -> tuple[str, list[Question]]:
-    """The title and questions of ``lesson``: its notebook's name or the start of it (``"03"``)."""
-    path = path or course_file(CHECKS)
-    lessons = parse(path.read_text(encoding="utf-8"))
+    """The title and questions of ``lesson``: its notebook's name or the start of it (``"03"``), in
+    the kernel's edition (the Japanese kit links ``notebooks/ja/03_tool_calls.ipynb``)."""
+    path = path or checks_file()
+    lessons = {Path(name).name: questions for name, questions in parse(path.read_text(encoding="utf-8")).items()}
     found = [name for name in lessons if name == lesson or name.startswith(f"{lesson}_")]
     if len(found) != 1:
         raise KeyError(f"no single lesson {lesson!r} in {path.name}: it has {', '.join(lessons)}")
     return lessons[found[0]]
+
+
+def checks_file() -> Path:
+    """The checks for understanding in this kernel's edition: the translation where there is one."""
+    english = course_file(CHECKS)
+    translated = english.with_name(f"{english.stem}.{course_language()}.md")
+    return translated if course_language() != "en" and translated.is_file() else english
 
 
 def self_check(lesson: str, path: Path | None = None) -> Any:
@@ -100,16 +111,15 @@ def self_check(lesson: str, path: Path | None = None) -> Any:
     import ipywidgets as widgets
 
     title, questions = questions_for(lesson, path)
-    rows: list[Any] = [widgets.HTML(f"<b>Check yourself: {html.escape(title)}</b> "
-                                    "(write your answer first, then compare)")]
+    rows: list[Any] = [widgets.HTML(say("check yourself", title=html.escape(title)))]
     for number, question in enumerate(questions, start=1):
-        box = widgets.Textarea(placeholder="Your answer", layout=widgets.Layout(width="95%", height="3.5em"))
-        button = widgets.Button(description="Show the course's answer", layout=widgets.Layout(width="auto"))
+        box = widgets.Textarea(placeholder=say("your answer"), layout=widgets.Layout(width="95%", height="3.5em"))
+        button = widgets.Button(description=say("show answer"), layout=widgets.Layout(width="auto"))
         shown = widgets.HTML()
 
         def reveal(_: Any, box: Any = box, shown: Any = shown, answer: str = question.answer) -> None:
             if not box.value.strip():
-                shown.value = "<i>Write your answer first: the point is to answer before reading.</i>"
+                shown.value = f"<i>{say('answer first')}</i>"
             else:
                 shown.value = f"<div style='border-left: 3px solid #4a8; padding-left: 8px'>{as_html(answer)}</div>"
 
@@ -134,6 +144,6 @@ class SelfCheck:
         return bundle
 
     def __str__(self) -> str:
-        lines = [f"Check yourself: {self.title}"]
+        lines = [say("check yourself plain", title=self.title)]
         lines += [f"{number}. {question.question}" for number, question in enumerate(self.questions, start=1)]
         return "\n".join(lines)

@@ -1,9 +1,9 @@
 """The panels' own words, in the language of the edition the kernel runs (``COURSE_LANG``).
 
-The approval panel and the capstone's chat panel label their buttons, boxes and states in words
-(a screen reader reads them, and a colour only repeats them). A Japanese notebook's kernel runs
-with ``COURSE_LANG=ja`` (``course.py lab --lang ja`` sets it), so its panels speak Japanese;
-what the agent, the tools and the learner wrote is shown as it is.
+The approval panel, the capstone's chat panel and the lessons' self-checks label their buttons,
+boxes and states in words (a screen reader reads them, and a colour only repeats them). A
+Japanese notebook's kernel runs with ``COURSE_LANG=ja`` (``course.py lab --lang ja`` sets it),
+so its panels speak Japanese; what the agent, the tools and the learner wrote is shown as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ WORDS: dict[str, dict[str, str]] = {
         "example": "e.g. Is SKU-00042 in stock in Tokyo?", "send tip": "Send your question to the kiosk",
         "customer": "customer:", "kiosk": "kiosk:", "none": "none", "stopped": "(stopped: {reason})",
         "tools line": "tools: {calls}; {tokens} tokens, {seconds:.1f} s",
+        "check yourself": "<b>Check yourself: {title}</b> (write your answer first, then compare)",
+        "check yourself plain": "Check yourself: {title}", "your answer": "Your answer",
+        "show answer": "Show the course's answer",
+        "answer first": "Write your answer first: the point is to answer before reading.",
     },
     "ja": {
         "approve": "承認", "deny": "却下",
@@ -36,6 +40,10 @@ WORDS: dict[str, dict[str, str]] = {
         "example": "例: SKU-00042 は東京に在庫がありますか?", "send tip": "質問をキオスクに送ります",
         "customer": "お客様:", "kiosk": "キオスク:", "none": "なし", "stopped": "(停止: {reason})",
         "tools line": "ツール: {calls}。{tokens} トークン、{seconds:.1f} 秒",
+        "check yourself": "<b>理解度の確認: {title}</b> (まず自分の答えを書いてから、比べてください)",
+        "check yourself plain": "理解度の確認: {title}", "your answer": "あなたの答え",
+        "show answer": "コースの答えを見る",
+        "answer first": "まず自分の答えを書いてください。読む前に答えることに意味があります。",
     },
 }
 

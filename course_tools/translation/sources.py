@@ -7,11 +7,13 @@ English source                  catalogue (``translations/ja/...``)     built ed
 ``exercises/<stem>.ipynb``      ``translations/ja/exercises/<stem>.md``  ``exercises/ja/<stem>.ipynb``
 ``README.md``                   ``translations/ja/README.md``           ``README.ja.md``
 ``docs/<page>.md``              ``translations/ja/docs/<page>.md``      ``docs/<page>.ja.md``
+``docs/instructors/<page>.md``  ``translations/ja/docs/instructors/…``  ``docs/instructors/<page>.ja.md``
 ==============================  ======================================  ==============================
 
 The pages of ``docs/`` translated are those at its top (``docs/measured.md``: what the README
-links to for the details), not the kit in ``docs/instructors/``; a page named with a
-language (``docs/glossary.ja.md``) is written in that language and is nobody's translation.
+links to for the details), and of the kit in ``docs/instructors/`` those in ``KIT_PAGES`` (the
+checks for understanding, which the lessons' self-checks read); a page named with a language
+(``docs/glossary.ja.md``) is written in that language and is nobody's translation.
 
 Every path here is relative to the course's top folder (``root``), so that messages name
 files as the repository does, and tests can build an edition in a folder of their own.
@@ -24,6 +26,8 @@ from pathlib import Path
 
 NOTEBOOK_FOLDERS = ("notebooks", "exercises")  # the folders whose notebooks are translated
 DOCS = "docs"  # the folder whose top-level Markdown pages are translated
+KIT = Path(DOCS, "instructors")  # the instructor's kit: of its pages, those in KIT_PAGES are translated
+KIT_PAGES = ("checks-for-understanding",)  # read by course_lib.self_check in each edition's language
 TRANSLATIONS = "translations"
 GENERATED_MARK = "<!-- Generated from "  # how a built Markdown file begins (build.GENERATED)
 
@@ -51,6 +55,8 @@ def source_for(english: Path, language: str) -> Source:
     if is_doc_page(english):
         built = Path(DOCS, f"{english.stem}.{language}.md")
         return Source(english, Path(TRANSLATIONS, language, DOCS, english.name), built)
+    if english.parent == KIT and english.suffix == ".md" and english.stem in KIT_PAGES:
+        return Source(english, Path(TRANSLATIONS, language, KIT, english.name), KIT / f"{english.stem}.{language}.md")
     raise ValueError(f"{english} is not translated: only README.md, the pages at the top of {DOCS}/ and the "
                      f"notebooks of {' and '.join(folder + '/' for folder in NOTEBOOK_FOLDERS)} are")
 
@@ -68,6 +74,7 @@ def sources(root: Path, language: str) -> list[Source]:
         english.append(Path("README.md"))
     pages = [Path(DOCS, path.name) for path in sorted((root / DOCS).glob("*.md"))]
     english += [page for page in pages if is_doc_page(page)]
+    english += [KIT / f"{page}.md" for page in KIT_PAGES if (root / KIT / f"{page}.md").is_file()]
     return [source_for(path, language) for path in english]
 
 
@@ -79,6 +86,7 @@ def catalogues_on_disk(root: Path, language: str) -> list[Path]:
     if (base / "README.md").is_file():
         found.append(Path(TRANSLATIONS, language, "README.md"))
     found += [Path(TRANSLATIONS, language, DOCS, path.name) for path in sorted((base / DOCS).glob("*.md"))]
+    found += [Path(TRANSLATIONS, language, KIT, path.name) for path in sorted((base / KIT).glob("*.md"))]
     return found
 
 
@@ -88,6 +96,7 @@ def built_on_disk(root: Path, language: str) -> list[Path]:
              for path in sorted((root / folder / language).glob("*.ipynb"))]
     if (root / f"README.{language}.md").is_file():
         found.append(Path(f"README.{language}.md"))
-    found += [Path(DOCS, path.name) for path in sorted((root / DOCS).glob(f"*.{language}.md"))
+    found += [folder / path.name for folder in (Path(DOCS), KIT)
+              for path in sorted((root / folder).glob(f"*.{language}.md"))
               if path.read_text(encoding="utf-8").startswith(GENERATED_MARK)]  # not a page written in the language
     return found

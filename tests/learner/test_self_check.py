@@ -56,3 +56,26 @@ def test_the_parser_reads_the_kits_format(tmp_path: Path):
     first, second = questions_for("01", kit)[1]
     assert (first.question, first.answer) == ("Why `a`?", "Because `b`, over two lines (section 2).")
     assert (second.question, second.answer) == ("What is **bold**?", "The answer.")
+
+
+def test_in_a_japanese_kernel_the_questions_and_the_widgets_are_japanese(monkeypatch):
+    """COURSE_LANG=ja: the kit's translation (docs/instructors/checks-for-understanding.ja.md),
+    the same lessons and the same number of questions, and the widgets' words in Japanese."""
+    english = parse(KIT.read_text(encoding="utf-8"))
+    monkeypatch.setenv("COURSE_LANG", "ja")
+    title, questions = questions_for("03")
+    assert title.startswith("第 3 回")
+    assert questions[0].question == "`calc` を実行するのは、モデルですか、エージェントですか?"
+    japanese = {Path(name).name: lesson for name, lesson in
+                parse(KIT.with_name("checks-for-understanding.ja.md").read_text(encoding="utf-8")).items()}
+    assert {name: len(q) for name, (_, q) in japanese.items()} == {name: len(q) for name, (_, q) in english.items()}
+    check = self_check("01")
+    assert str(check).startswith("理解度の確認: 第 1 回")
+    rows = check.box.children
+    box, button, shown = rows[2], rows[3], rows[4]
+    assert button.description == "コースの答えを見る"
+    button.click()
+    assert "まず自分の答えを書いて" in shown.value
+    box.value = "ナノ秒"
+    button.click()
+    assert "20.6 tokens/s" in shown.value
