@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-from course_grading.grading import PUBLISHED, Result, format_report, grade
+from course_grading.grading import EDITIONS, PUBLISHED, Result, format_report, grade
 from course_lib.config import course_language
 
 if TYPE_CHECKING:  # imported when needed: the server is heavy
@@ -369,40 +369,34 @@ def titles_of(notebooks: list[str]) -> dict[tuple[str, int], str]:
     return titles
 
 
-TABLE_WORDS = {"en": ("notebook", "passed", "failed", "not attempted"),
-               "ja": ("ノートブック", "合格", "不合格", "未着手")}
-
-
 def table(paths: list[Path], cell_timeout: float, language: str = "en") -> int:
-    """Grade each notebook in place and print one row each as it finishes, in ``language``; 0 if
-    all passed."""
+    """Grade each notebook in place and print one row each as it finishes, in ``language`` (the
+    report's words, ``REPORT_WORDS``); 0 if all passed."""
     from course_grading.grading import REPORT_WORDS, grader_said, width
 
     server, everything = ModelServer(), []
-    notebook, passed_word, failed, not_attempted = TABLE_WORDS.get(language, TABLE_WORDS["en"])
+    words = REPORT_WORDS.get(language, REPORT_WORDS["en"])
 
     def right(text: str, columns: int) -> str:  # a wide character takes two columns
         return " " * max(columns - width(text), 0) + text
 
-    print(f"{notebook}{' ' * max(34 - width(notebook), 0)} {right(passed_word, 8)} {right(failed, 7)} "
-          f"{right(not_attempted, 14)}", flush=True)
+    print(f"{words['notebook']}{' ' * max(34 - width(words['notebook']), 0)} {right(words['passed'], 8)} "
+          f"{right(words['failed'], 7)} {right(words['not attempted'], 14)}", flush=True)
     try:
         for path in paths:
             results = grade(path, model_url=server.url_for(path), cell_timeout=cell_timeout)
             everything += results
             if results and results[0].exercise is None:
-                error = REPORT_WORDS.get(language, REPORT_WORDS["en"])["error"]
-                print(f"{path.name:34} {error}: {grader_said(results[0].message, language)}", flush=True)
+                print(f"{path.name:34} {words['error']}: {grader_said(results[0].message, language)}", flush=True)
                 continue
             tally = {status: sum(result.status == status for result in results) for status in COUNTED}
-            count = (f"{tally['passed']:>3} of {len(results):<2}" if language == "en"
-                     else f"{len(results):>2} 問中 {tally['passed']:<2}")
+            count = words["tally"].format(passed=tally["passed"], total=len(results))
             print(f"{path.name:34} {count} {tally['failed']:>7} {tally['not attempted']:>14}", flush=True)
     finally:
         server.close()
     exercises = [result for result in everything if result.exercise is not None]
     passed = sum(result.status == "passed" for result in exercises)
-    print(REPORT_WORDS.get(language, REPORT_WORDS["en"])["summary"].format(passed=passed, total=len(exercises)))
+    print(words["summary"].format(passed=passed, total=len(exercises)))
     return 0 if everything and all(result.status == "passed" for result in everything) else 1
 
 
@@ -410,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 course.py grade", description=__doc__.split("\n")[0])
     parser.add_argument("notebook", nargs="?", type=Path,
                         help="an exercise notebook; none: every notebook in exercises/ (exercises/ja/ with --lang ja)")
-    parser.add_argument("--lang", choices=("en", "ja"), default=None,
+    parser.add_argument("--lang", choices=("en", *EDITIONS), default=None,
                         help="the edition graded when no notebook is named, and the table's language "
                              "(default: COURSE_LANG, which `course.py lab --lang ja` sets, else en)")
     parser.add_argument("-v", "--verbose", action="store_true", help="show nbval's full per-cell output instead")

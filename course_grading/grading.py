@@ -197,9 +197,11 @@ class Result:
 
 REPORT_WORDS = {  # the report's own words, in each edition's language
     "en": {"exercise": "Exercise {number} · {title}", "passed": "passed", "failed": "failed",
-           "not attempted": "not attempted", "error": "error", "summary": "{passed} of {total} exercises passed"},
+           "not attempted": "not attempted", "error": "error", "summary": "{passed} of {total} exercises passed",
+           "notebook": "notebook", "tally": "{passed:>3} of {total:<2}"},  # the last two: the gradebook's table
     "ja": {"exercise": "演習 {number} · {title}", "passed": "合格", "failed": "不合格", "not attempted": "未着手",
-           "error": "エラー", "summary": "{total} 問中 {passed} 問が合格"},
+           "error": "エラー", "summary": "{total} 問中 {passed} 問が合格",
+           "notebook": "ノートブック", "tally": "{total:>2} 問中 {passed:<2}"},
 }
 GRADER_SAYS: dict[str, list[tuple[re.Pattern[str], str]]] = {  # the grader's own words, in each edition's language
     "ja": [(re.compile(pattern), words) for pattern, words in [

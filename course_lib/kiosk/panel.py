@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from course_lib.display.words import WORDS, say
+from course_lib.display.words import say
 from course_lib.kiosk.agent import KioskAgent
-
-SEND, WORKING = WORDS["en"]["send"], WORDS["en"]["working"]  # in English; a Japanese kernel's panel says its own
 
 
 def chat_panel(agent: KioskAgent):
