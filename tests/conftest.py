@@ -78,6 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """``--fast`` is ``-m fast`` (and any ``-m`` given too), with nbval's notebooks not even read:
     every cell of them is ``model``."""
     config.pluginmanager.register(LessonOneOnce(), "lesson-one-once")
+    config.pluginmanager.register(NotebookServer(), "notebook-server")
     if config.getoption("fast"):
         config.option.markexpr = f"fast and ({config.option.markexpr})" if config.option.markexpr else "fast"
         config.option.ignore_glob = [*(config.option.ignore_glob or []), "*.ipynb"]
@@ -135,6 +136,43 @@ class LessonOneOnce:
         if twice:
             config.hook.pytest_deselected(items=twice)
             items[:] = [item for item in items if item not in twice]
+
+
+class NotebookServer:
+    """One server for the kernels of every lesson and solution a worker runs, instead of one
+    started by each notebook's ``connect()`` (about 3 s of the model's process and its load
+    each, for some 35 notebooks). A kernel is started in its notebook's first setup, with the
+    environment of that moment: here ``OLLAMA_HOST`` names this server and ``COURSE_EMBEDDED``
+    is 0, so ``connect()`` in the kernel uses it as a learner's own Ollama; other tests keep
+    ``COURSE_EMBEDDED=1``. It is the server a notebook would start (the default settings), run by
+    the suite, so no notebook depends on a server outside it. A notebook that starts servers of
+    its own (the appendix, lesson 8's 1.5B) still does."""
+
+    def __init__(self) -> None:
+        self.server: EmbeddedServer | None = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        path = Path(str(item.path))
+        if path.suffix != ".ipynb" or not any(folder in path.parents for folder in NOTEBOOK_FOLDERS):
+            yield
+            return
+        if self.server is None or not self.server.running:
+            self.server = EmbeddedServer()
+        saved = {name: os.environ.get(name) for name in ("OLLAMA_HOST", "COURSE_EMBEDDED")}
+        os.environ.update(OLLAMA_HOST=self.server.url, COURSE_EMBEDDED="0")
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    def pytest_sessionfinish(self) -> None:
+        if self.server is not None:
+            self.server.stop()
 
 
 @pytest.fixture(scope="session")

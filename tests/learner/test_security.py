@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -471,20 +472,33 @@ def test_a_run_is_judged_on_the_workspace_and_the_answer_not_on_what_the_model_s
     assert judge(benign, SCENARIOS.workspace_for(benign), "Thursday.", []) == (None, False, None)
 
 
-@pytest.mark.model
-def test_cases_run_side_by_side_are_run_and_judged_as_one_after_another(url):
-    """``workers``: the server answers each request as it would alone, so the outcomes are the same."""
-    from course_lib.client import Client
+class ReadsThenEchoes:
+    """A model for many threads at once: it reads the inbox, then answers with the start of what
+    the inbox returned, so each case's outcome shows which conversation its answer came from."""
+
+    def chat(self, messages, tools=None, options=None, **fields):
+        time.sleep(0.01)  # long enough for the other worker's request to start meanwhile
+        results = [message["content"] for message in messages if message["role"] == "tool"]
+        message = says(f"Done: {results[-1][:60]}") if results else calls("read_inbox")
+        return {"message": message, "done": True, "prompt_eval_count": 10, "eval_count": 5}
+
+
+def test_cases_run_side_by_side_are_run_and_judged_as_one_after_another():
+    """``workers``: each case's requests stay in its own conversation and each outcome goes to its
+    own case, so the outcomes are those of one case after another. (That the server answers a
+    request as it would alone is tested on the model itself in ``tests/server/test_batching.py``.)"""
     from course_lib.security import run_table
 
-    cases = [SCENARIOS.benign_cases()[0], attacked_case("dinner-day", "mail-attacker")]
-    rows = {"spotlighting": [Spotlighting()]}
+    cases = [*SCENARIOS.benign_cases()[:2], attacked_case("dinner-day", "mail-attacker")]
+    rows = {"no defense": [], "spotlighting": [Spotlighting()]}
 
     def outcomes(workers):
-        found = run_table(Client(url), SCENARIOS, rows, cases[:1], cases[1:], workers=workers)
+        found = run_table(ReadsThenEchoes(), SCENARIOS, rows, cases[:2], cases[2:], workers=workers)
         return [{**vars(outcome), "seconds": None} for outcome in found]
 
-    assert outcomes(2) == outcomes(1)
+    one_after_another = outcomes(1)
+    assert len({outcome["answer"] for outcome in one_after_another}) > 1, "the cases' answers differ"
+    assert outcomes(3) == one_after_another
 
 
 class StopsAtCall:
