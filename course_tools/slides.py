@@ -1,6 +1,7 @@
 """Slides made from the lessons themselves: one reveal.js deck per lesson, never a hand-written copy.
 
     python -m course_tools slides OUT                  # every notebook in notebooks/ (the appendix too)
+    python -m course_tools slides OUT --lang ja        # the Japanese edition's, from notebooks/ja/
     python -m course_tools slides OUT notebooks/01_the_wire.ipynb [more notebooks]
 
 writes ``OUT/01_the_wire.slides.html`` and so on, with nbconvert's ``SlidesExporter``. The
@@ -42,6 +43,9 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+
+from course_grading.grading import EDITIONS
+from course_lib.config import course_language
 
 LESSONS = Path(__file__).resolve().parent.parent / "notebooks"
 ASSETS = Path(__file__).resolve().parent / "slides_assets"  # reveal.js, RequireJS, jQuery and the deck template
@@ -161,14 +165,17 @@ def slides_html(notebook: Any, name: str = "slides", assets: str = "assets") -> 
     """The reveal.js deck of one notebook, as one HTML page (``name``: its title if it has no ``#`` heading).
 
     ``assets``: where the deck loads reveal.js, RequireJS and jQuery from (a folder relative to
-    the deck, or a URL), laid out as ``slides_assets/`` is."""
+    the deck, or a URL), laid out as ``slides_assets/`` is. The page's language (``<html lang>``,
+    which a browser's fonts and a screen reader follow) is the edition the notebook says it
+    belongs to (a translated notebook's ``course.language``), else English."""
     from nbconvert import SlidesExporter  # nbconvert is slow to import; only this function needs it
 
     base = assets.rstrip("/")
     exporter = SlidesExporter(extra_template_basedirs=[str(ASSETS)], template_name="template",
                               reveal_theme="white",  # its font ships with it ("simple" fetches Google's)
                               reveal_url_prefix=f"{base}/reveal.js", require_js_url=f"{base}/require.js",
-                              jquery_url=f"{base}/jquery.min.js")
+                              jquery_url=f"{base}/jquery.min.js",
+                              language_code=notebook.metadata.get("course", {}).get("language", "en"))
     html, _ = exporter.from_notebook_node(as_slides(notebook), resources={"metadata": {"name": name}})
     return html
 
@@ -209,10 +216,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the folder the decks are written to (made if missing)")
     parser.add_argument("notebooks", type=Path, nargs="*",
                         help="notebooks to convert (default: every notebook in notebooks/, the appendix too)")
+    parser.add_argument("--lang", choices=("en", *EDITIONS), default=None,
+                        help="the edition whose lessons become decks when no notebook is named (notebooks/ja/ "
+                             "for ja; default: COURSE_LANG, which `course.py lab --lang ja` sets, else en)")
     parser.add_argument("--assets", help="load reveal.js/, require.js and jquery.min.js from this folder (a URL, or "
                                          "a path relative to OUT) instead of the copy written into OUT/assets/")
     args = parser.parse_intermixed_args(argv)
-    notebooks = args.notebooks or sorted(LESSONS.glob("*.ipynb"))
+    language = args.lang or course_language()
+    notebooks = args.notebooks or sorted((LESSONS if language == "en" else LESSONS / language).glob("*.ipynb"))
     try:
         written = write_slides(args.out, notebooks, args.assets)
     except ValueError as error:

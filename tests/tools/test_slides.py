@@ -107,3 +107,23 @@ def test_another_copy_of_the_assets_is_named_and_then_nothing_is_copied(tmp_path
     (written,) = slides.write_slides(tmp_path, [LESSON], assets="https://slides.example/assets/")
     assert not (tmp_path / "assets").exists()
     assert 'src="https://slides.example/assets/require.js"' in written.read_text(encoding="utf-8")
+
+
+def test_the_japanese_edition_becomes_japanese_decks(deck, tmp_path, monkeypatch):
+    """``--lang ja`` (or ``COURSE_LANG=ja``) with no notebook named: every lesson of
+    ``notebooks/ja/``; a Japanese lesson's deck speaks Japanese."""
+    chosen = []
+    monkeypatch.setattr(slides, "write_slides", lambda out, notebooks, assets=None: chosen.extend(notebooks) or [])
+    assert slides.main([str(tmp_path), "--lang", "ja"]) == 0
+    assert chosen and all(path.parent == LESSON.parent / "ja" for path in chosen)
+    assert {path.name for path in chosen} == {path.name for path in LESSON.parent.glob("*.ipynb")}
+    chosen.clear()
+    monkeypatch.setenv("COURSE_LANG", "en")
+    assert slides.main([str(tmp_path)]) == 0 and all(path.parent == LESSON.parent for path in chosen)
+    monkeypatch.undo()
+
+    japanese = LESSON.parent / "ja" / LESSON.name
+    assert slides.main([str(tmp_path), str(japanese)]) == 0
+    html = (tmp_path / "01_the_wire.slides.html").read_text(encoding="utf-8")
+    assert '<html lang="ja">' in html and "ワイヤー" in html
+    assert '<html lang="en">' in deck.read_text(encoding="utf-8")
