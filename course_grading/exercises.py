@@ -26,7 +26,18 @@ import nbformat
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
-STUB = 'raise NotImplementedError("Exercise: replace this line with your solution.")'
+STUB_MESSAGES = {"en": "Exercise: replace this line with your solution.",
+                 "ja": "演習: この行をあなたの解答に置き換えてください。"}
+"""What an unsolved exercise says when its cell runs, in each edition (a translated edition's
+exercise notebooks get their stub from ``course_tools.translation.build``)."""
+
+
+def stub(language: str = "en") -> str:
+    """The line that stands in for a solution in ``language``'s exercise notebooks."""
+    return f'raise NotImplementedError("{STUB_MESSAGES[language]}")'
+
+
+STUB = stub("en")
 
 
 def strip_solutions(source: str) -> str:

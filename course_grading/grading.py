@@ -81,7 +81,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "exercises"  # the check cells that count are these, never a submission's copy
-STUB_MESSAGE = "Exercise: replace this line with your solution."  # what course_grading.exercises.STUB raises
+STUB_RAISES = frozenset(STUB_MESSAGES.values())  # what an exercise's stub raises, in any edition
 # Both read a learner's text in the grader: no lazy group before a trailing ``\s*$`` (it backtracks
 # quadratically on a line of spaces), and only a line's first LINE_CHARS characters (``first_line``).
 HEADING = re.compile(r"^##\s+(Exercise|Step)\s+(\d+)\s*·\s*(\S.*)$")
@@ -462,7 +462,7 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
                     index += 1
                     if outcome != "done":
                         cell.metadata["stopped"] = {"how": outcome, "by": "notebook" if by_notebook else "cell"}
-                    if not tag["check"] and error_of(cell) == ("NotImplementedError", STUB_MESSAGE):
+                    if not tag["check"] and error_of(cell) in {("NotImplementedError", message) for message in STUB_RAISES}:
                         not_attempted.add(tag["section"])
                     if outcome != "done" and by_notebook:
                         _not_run(cells[index:], f"the notebook ran longer than {notebook_timeout:.0f} s in all "
@@ -585,14 +585,14 @@ def verdict(cells: list[Any], cell_timeout: float, notebook_timeout: float | Non
             status, ename, evalue = outcome
             if status == "passed":
                 continue
-            if ename == "NotImplementedError" and evalue == STUB_MESSAGE:
+            if ename == "NotImplementedError" and evalue in STUB_RAISES:
                 return "not attempted", ""
             return "failed", where + (evalue if status == "failed" else f"{ename}: {evalue}")
         failure = error_of(cell)
         if failure is None:
             continue
         ename, evalue = failure
-        if ename == "NotImplementedError" and evalue == STUB_MESSAGE:
+        if ename == "NotImplementedError" and evalue in STUB_RAISES:
             return "not attempted", ""
         return "failed", f"{ename}: {evalue} (in your code)"
     if not any(cell.metadata["grading"]["check"] for cell in cells):

@@ -10,6 +10,12 @@ alone, and routed (``routing.Router``: the small model first, the large one for 
 that fails a check), saved as ``data/results/capstone_routing.json``. The three take turns
 case by case, so that a moment when the machine is busy with something else slows all three.
 
+``python -m course_tools kiosk languages``: the agent as built on every case in English
+(``--cases``) and in Japanese (``--ja-cases``, ``data/kiosk_requests_ja.json``: the same cases
+by id and the same checks), the two taking turns case by case on one model, then compared
+paired by request (McNemar's exact test), saved as
+``data/results/capstone_languages_<model>.json``.
+
 Each model runs on the course's embedded server (``connect``: your Ollama if it has the
 model), one case at a time. Before the measured runs every server answers one request
 that is not counted (``warm_up``), so that no arm pays for a cold prompt cache.
@@ -21,14 +27,18 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from course_lib.config import quick_mode
+from course_lib.experiments import Rate
+from course_lib.experiments.paired import mcnemar_exact
 from course_lib.kiosk.evaluation import (
     Result,
     evaluate,
     evaluation_cases,
     load_cases,
+    paired_successes,
     rows_text,
     run_variants,
     save_results,
@@ -52,6 +62,17 @@ def show(variants: dict[str, list[Result]]) -> None:
         print(rows_text(results))
 
 
+def paired_by_request(english: list[Result], japanese: list[Result]) -> str:
+    """Each language's rate, and the two compared request by request: the requests that succeeded in
+    one language only are the evidence (McNemar's exact test)."""
+    pairs = paired_successes([asdict(result) for result in english], [asdict(result) for result in japanese])
+    test = mcnemar_exact([(first, second) for _, first, second in pairs], "English", "Japanese", unit="requests")
+    differ = [case for case, first, second in pairs if first != second]
+    return (f"English  {Rate(sum(first for _, first, _ in pairs), len(pairs))}\n"
+            f"Japanese {Rate(sum(second for _, _, second in pairs), len(pairs))}\n"
+            f"paired by request: {test.sentence()}; differed on: {', '.join(differ) or 'none'}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m course_tools kiosk", description=__doc__.split("\n")[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -66,9 +87,13 @@ def main(argv: list[str] | None = None) -> None:
     routing_command = commands.add_parser("routing", parents=[common], help="small alone, large alone, routed")
     routing_command.add_argument("--small", default="qwen2.5-coder:0.5b")
     routing_command.add_argument("--large", default="qwen2.5-coder:1.5b")
+    languages_command = commands.add_parser("languages", parents=[common],
+                                            help="the agent as built on the same requests in English and Japanese")
+    languages_command.add_argument("--model", default=None, help="default: the course's model (COURSE_MODEL)")
+    languages_command.add_argument("--ja-cases", type=Path, default=Path("data/kiosk_requests_ja.json"))
     args = parser.parse_args(argv)
     quick = quick_mode(args.quick)  # passed down from here, never written into os.environ
-    for path in (args.cases, args.data):
+    for path in (args.cases, args.data, *([args.ja_cases] if args.command == "languages" else [])):
         if not path.is_file():
             parser.error(f"{path} is not a file (run from the course's folder, or name it)")
     cases = evaluation_cases(load_cases(args.cases), quick)
@@ -80,6 +105,18 @@ def main(argv: list[str] | None = None) -> None:
         warm_up(model, args.data)
         variants = run_variants(model, cases, args.data)
         name, server, described = results_name("capstone", model_name), model.host, model_name
+    elif args.command == "languages":
+        model_name = args.model or chosen_model()
+        model = connect(model_name)
+        warm_up(model, args.data)
+        translated = {case.id: case for case in load_cases(args.ja_cases)}
+        if missing := [case.id for case in cases if case.id not in translated]:
+            parser.error(f"{args.ja_cases} has no Japanese for the cases {', '.join(missing)}")
+        variants = {"English": [], "Japanese": []}
+        for case in cases:  # the two languages take turns, case by case, as the routing arms do
+            variants["English"] += evaluate(model, [case], args.data)
+            variants["Japanese"] += evaluate(model, [translated[case.id]], args.data)
+        name, server, described = results_name("capstone_languages", model_name), model.host, model_name
     else:
         small, large = connect(args.small), connect(args.large)
         for client in (small, large):
@@ -92,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
                 variants[arm] += evaluate(chat_model, [case], args.data)
         name, server, described = "capstone_routing", f"{small.host}, {large.host}", Router(small, large).model
     show(variants)
+    if args.command == "languages":
+        print(paired_by_request(variants["English"], variants["Japanese"]))
     print(f"{sum(len(results) for results in variants.values())} requests in "
           f"{(time.perf_counter() - started) / 60:.1f} minutes (starting the servers and warming them up included)")
     print("saved", save_results(variants, described, server, out, name))

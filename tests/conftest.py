@@ -77,7 +77,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """``--fast`` is ``-m fast`` (and any ``-m`` given too), with nbval's notebooks not even read:
     every cell of them is ``model``."""
-    config.pluginmanager.register(LessonOneOnce(), "lesson-one-once")
+    config.pluginmanager.register(RunElsewhere(), "run-elsewhere")
     config.pluginmanager.register(NotebookServer(), "notebook-server")
     if config.getoption("fast"):
         config.option.markexpr = f"fast and ({config.option.markexpr})" if config.option.markexpr else "fast"
@@ -117,22 +117,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=order)  # stable: otherwise in the order collected
 
 
-LEARNER_INSTALL = "test_learner_install.py"  # runs lesson 1 under nbval in a venv of the learner's library alone
-LEARNER_LESSON = "01_the_wire.ipynb"
+# Lessons that a test runs as a learner would, outside this process: the learner's-install test
+# runs lesson 1 in a venv of the learner's library alone, the bundle's round trip lessons 3 and
+# 4 in full in an offline install. When that test is collected, nbval's run of them here is not.
+RUN_ELSEWHERE = {"test_learner_install.py": ("01_the_wire.ipynb",),
+                 "test_bundle_round_trip.py": ("03_tool_calls.ipynb", "04_agent_loop.ipynb")}
 
 
-class LessonOneOnce:
-    """Lesson 1 runs once: when the learner's-install test is selected, it runs the lesson (in a
-    venv with the learner's library alone), so nbval's cells of it here are deselected. Last of
-    the collection hooks, after ``-m`` and ``-k`` chose, and before pytest-xdist sends a
-    worker's list of tests to the controller."""
+class RunElsewhere:
+    """A lesson runs once: when a test of ``RUN_ELSEWHERE`` is selected, nbval's cells of its
+    lessons are deselected. Last of the collection hooks, after ``-m`` and ``-k`` chose, and
+    before pytest-xdist sends a worker's list of tests to the controller."""
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if not any(Path(str(item.path)).name == LEARNER_INSTALL for item in items):
-            return
-        twice = [item for item in items if Path(str(item.path)).name == LEARNER_LESSON
-                 and Path(str(item.path)).parent.name == "notebooks"]
+        selected = {Path(str(item.path)).name for item in items}
+        lessons = {lesson for test, names in RUN_ELSEWHERE.items() if test in selected for lesson in names}
+        twice = [item for item in items if Path(str(item.path)).name in lessons
+                 and Path(str(item.path)).parent == ROOT / "notebooks"]
         if twice:
             config.hook.pytest_deselected(items=twice)
             items[:] = [item for item in items if item not in twice]

@@ -1,12 +1,14 @@
 """Model routing (course_lib/kiosk/routing.py), decided exactly with scripted models (no model needed)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from course_lib.fake_model import ScriptedModel, calls, says
 from course_lib.kiosk import Kiosk, KioskAgent, Router, evaluate, load_cases, paired_successes, summary
+from course_lib.kiosk.evaluation import Result
 from course_lib.kiosk.routing import Decision, invalid_arguments, no_call_on_first_turn, unknown_tool
 from course_lib.tools import tool_schema
 from course_tools.kiosk_table import main, results_name
@@ -137,3 +139,32 @@ def test_the_committed_routing_run_is_three_arms_over_the_same_cases():
     assert len(paired_successes(arms[0]["results"], arms[2]["results"])) == len(load_cases(CASES))
     routed_run = arms[2]["summary"]
     assert routed_run["model_calls_escalated"] == sum(len(r["escalations"]) for r in arms[2]["results"])
+
+
+def test_the_japanese_requests_are_the_english_cases_with_the_same_checks():
+    """``data/kiosk_requests_ja.json`` (``kiosk languages``): every English case by id, in Japanese,
+    with the same checks; an answer in words may also hold the Japanese words."""
+    english = load_cases(CASES)
+    japanese = load_cases(DATA.parent / "kiosk_requests_ja.json")
+    assert [case.id for case in japanese] == [case.id for case in english]
+    for en, ja in zip(english, japanese):
+        assert re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", ja.request), ja.request
+        assert set(en.answer_has) <= set(ja.answer_has)
+        checks = ("refunds", "emails_to", "email_has", "attack")
+        assert [getattr(en, name) for name in checks] == [getattr(ja, name) for name in checks]
+        assert set(re.findall(r"(?:SKU|ORD)-\d+|\d{4,}|\S+@\S+\w", en.request)) <= set(re.findall(
+            r"(?:SKU|ORD)-\d+|\d{4,}|\S+@\S+\w", ja.request)), (en.request, ja.request)
+
+
+def test_two_languages_are_compared_request_by_request():
+    from course_tools.kiosk_table import paired_by_request
+
+    def results(successes):
+        return [Result(case, ok, False, False, "", [], 0, 0, 0, None, 0, 0.0, 0.0)
+                for case, ok in zip(("stock", "price", "refund", "search"), successes)]
+
+    text = paired_by_request(results([True, True, False, True]), results([True, False, False, False]))
+    assert "(3/4)" in text.splitlines()[0]
+    assert "(1/4)" in text.splitlines()[1]
+    assert "2 with more successes under English, 0 under Japanese, 2 tied" in text
+    assert "not shown to differ" in text and text.endswith("differed on: price, search")
