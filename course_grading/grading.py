@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from course_grading.exercises import STUB_MESSAGES
 from course_lib.check_messages import translations
 from course_lib.checks import ANSWERS, ANSWERS_LIMIT, judging, unplain
 from course_lib.checks import CheckFailed as CheckFailed
@@ -82,6 +83,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "exercises"  # the check cells that count are these, never a submission's copy
 STUB_RAISES = frozenset(STUB_MESSAGES.values())  # what an exercise's stub raises, in any edition
+STUB_ERRORS = {("NotImplementedError", message) for message in STUB_RAISES}
 # Both read a learner's text in the grader: no lazy group before a trailing ``\s*$`` (it backtracks
 # quadratically on a line of spaces), and only a line's first LINE_CHARS characters (``first_line``).
 HEADING = re.compile(r"^##\s+(Exercise|Step)\s+(\d+)\s*·\s*(\S.*)$")
@@ -462,7 +464,7 @@ async def _execute(notebook: Any, folder: Path, cell_timeout: float, env: dict[s
                     index += 1
                     if outcome != "done":
                         cell.metadata["stopped"] = {"how": outcome, "by": "notebook" if by_notebook else "cell"}
-                    if not tag["check"] and error_of(cell) in {("NotImplementedError", message) for message in STUB_RAISES}:
+                    if not tag["check"] and error_of(cell) in STUB_ERRORS:
                         not_attempted.add(tag["section"])
                     if outcome != "done" and by_notebook:
                         _not_run(cells[index:], f"the notebook ran longer than {notebook_timeout:.0f} s in all "

@@ -53,6 +53,7 @@ import nbformat
 from course_grading.exercises import BEGIN, END
 from course_grading.grading import sections as exercise_sections
 from course_tools.slides import HEADING, at_headings
+from course_tools.translation.units import TIME_LINE
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS_PER_MINUTE = 200
@@ -88,7 +89,10 @@ ESTIMATED = ("estimated by `python -m course_tools lesson_plan`: 200 words a min
 LESSON_FILE = re.compile(r"^(\d+[ab]?)_\w+\.ipynb$")  # 9a and 9b sit between 9 and 10
 APPENDIX_FILE = re.compile(r"^appendix_\w+\.ipynb$")
 WORD = re.compile(r"\S*\w\S*")  # a run of non-space characters with a letter or digit in it
-TIME_LINE = re.compile(r"\n*\*\*Time:\*\* about (\d+) minutes[^\n]*")  # the lesson's own line, written by time_line
+CHARACTERS_PER_MINUTE = {"ja": 500}  # a translated edition's prose: characters (not spaces) a minute
+TIME_LINE_IN = {"ja": re.compile(r"\n*\*\*所要時間:\*\*[^\n]*")}  # its lessons' time lines (``japanese_time_line``)
+ESTIMATED_IN = {"ja": "`python -m course_tools lesson_plan` による見積もり: "
+                      "日本語の文は毎分 500 字、コードは毎分 200 語、計測した実行時間、演習 1 問 10 分"}
 
 
 @dataclass
@@ -142,37 +146,67 @@ class Lesson:
         """How many of its exercises the core path includes; ``None`` for a deep dive."""
         return CORE.get(self.number)
 
-    def time_line(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE) -> str:
+    def time_line(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE,
+                  language: str = "en", reading_minutes: float | None = None) -> str:
         """The line a lesson ends its first cell with: its minutes, where they come from, and its
-        place on the core path."""
-        total = self.minutes(wpm, per_exercise)
+        place on the core path. A translated edition (``language``) gives its own ``reading_minutes``
+        (``translated_reading_minutes``); the rest is the lesson's, measured once."""
+        total = self.minutes(wpm, per_exercise, reading=reading_minutes)
         running = max(1, math.ceil(self.run_seconds() / 60))
         reading = max(1, total - running - round(self.exercises * per_exercise))  # so that the parts add up
+        core = self.core_exercises
+        if core is not None:
+            core = min(core, self.exercises)
+        core_total = None if core is None else self.minutes(wpm, per_exercise, exercises=core, reading=reading_minutes)
+        if language == "ja":
+            return japanese_time_line(total, reading, running, self.exercises, per_exercise, core, core_total)
         if not self.exercises:
             parts = f"{reading} of reading and {running} of running the cells (no exercises)"
         else:
             exercises = f"{self.exercises} exercise" + ("s" if self.exercises > 1 else "")
             parts = (f"{reading} of reading, {running} of running the cells and "
                      f"{self.exercises * per_exercise:g} for the {exercises}")
-        core = self.core_exercises
-        if core is not None:
-            core = min(core, self.exercises)
         if core is None:
             place = "a deep dive, not on the core path"
         elif core == self.exercises:
             place = "all of it on the core path"
         else:
             chosen = "exercise 1" if core == 1 else f"exercises 1 to {core}" if core > 2 else "exercises 1 and 2"
-            place = f"on the core path, with {chosen} only, about {self.minutes(wpm, per_exercise, exercises=core)}"
+            place = f"on the core path, with {chosen} only, about {core_total}"
         return f"**Time:** about {total} minutes: {parts}; {place} ({ESTIMATED})."
 
     def minutes(self, wpm: float = WORDS_PER_MINUTE, per_exercise: float = MINUTES_PER_EXERCISE,
-                quick: bool = False, exercises: int | None = None) -> int:
-        """Reading + running + exercises (all of them, or the first ``exercises``), rounded up to whole minutes."""
+                quick: bool = False, exercises: int | None = None, reading: float | None = None) -> int:
+        """Reading + running + exercises (all of them, or the first ``exercises``), rounded up to whole
+        minutes; ``reading``: the reading minutes of a translated edition, instead of words / ``wpm``."""
         if exercises is not None and not 0 <= exercises <= self.exercises:
             raise ValueError(f"lesson {self.number} has {self.exercises} exercises, not {exercises}")
         done = self.exercises if exercises is None else exercises
-        return math.ceil(self.words / wpm + self.run_seconds(quick) / 60 + done * per_exercise)
+        read = self.words / wpm if reading is None else reading
+        return math.ceil(read + self.run_seconds(quick) / 60 + done * per_exercise)
+
+
+def japanese_time_line(total: int, reading: int, running: int, exercises: int, per_exercise: float,
+                       core: int | None, core_total: int | None) -> str:
+    """``time_line``'s numbers in the Japanese edition's words."""
+    parts = f"読むのに {reading} 分、セルの実行に {running} 分、" + (
+        f"演習 {exercises} 問に {exercises * per_exercise:g} 分" if exercises else "演習はありません")
+    if core is None:
+        place = "コアパスには含まれない発展編です"
+    elif core == exercises:
+        place = "すべてがコアパスに含まれます"
+    else:
+        chosen = "演習 1" if core == 1 else "演習 1 と 2" if core == 2 else f"演習 1〜{core}"
+        place = f"コアパスでは{chosen} だけで約 {core_total} 分です"
+    return f"**所要時間:** 約 {total} 分 ({parts})。{place} ({ESTIMATED_IN['ja']})。"
+
+
+def translated_reading_minutes(prose: list[str], code_words: int, language: str) -> float:
+    """Reading minutes of a lesson in a translated edition: its translated Markdown at that
+    language's pace in characters (``CHARACTERS_PER_MINUTE``: Japanese has no spaces to count
+    words by), its code, the same in every edition, word by word at ``WORDS_PER_MINUTE``."""
+    characters = sum(len("".join(text.split())) for text in prose)
+    return characters / CHARACTERS_PER_MINUTE[language] + code_words / WORDS_PER_MINUTE
 
 
 def words_in(text: str) -> int:
@@ -315,6 +349,21 @@ def core_minutes(found: list[Lesson], wpm: float = WORDS_PER_MINUTE,
                for lesson in found if lesson.core_exercises is not None)
 
 
+def translated_core_minutes(found: list[Lesson], language: str, root: Path = ROOT) -> int:
+    """The core path's minutes in a translated edition (``notebooks/<language>/``): its text read at
+    that language's pace (``translated_reading_minutes``), the run and the exercises the same."""
+    total = 0
+    for lesson in found:
+        if lesson.core_exercises is None:
+            continue
+        translated = nbformat.read(root / "notebooks" / language / lesson.path.name, as_version=4)
+        prose = [cell.source for cell in translated.cells if cell.cell_type == "markdown"]
+        prose[0] = TIME_LINE_IN[language].sub("", prose[0])  # not its own time line
+        reading = translated_reading_minutes(prose, sum(section.code_words for section in lesson.sections), language)
+        total += lesson.minutes(exercises=lesson.core_exercises, reading=reading)
+    return total
+
+
 def core_line(found: list[Lesson], wpm: float, per_exercise: float) -> str:
     """One line: the core path's lessons, exercises and minutes, and the whole course's."""
     core = [lesson for lesson in found if lesson.core_exercises is not None]
@@ -323,7 +372,9 @@ def core_line(found: list[Lesson], wpm: float, per_exercise: float) -> str:
             f"{sum(lesson.core_exercises or 0 for lesson in core)} exercises, "
             f"{core_minutes(found, wpm, per_exercise)} minutes (at most {CORE_LIMIT}); deep dives: "
             f"lessons {', '.join(deep)}; every lesson and exercise: "
-            f"{sum(lesson.minutes(wpm, per_exercise) for lesson in found)} minutes")
+            f"{sum(lesson.minutes(wpm, per_exercise) for lesson in found)} minutes; the Japanese edition's core, "
+            f"its text at {CHARACTERS_PER_MINUTE['ja']} characters a minute: "
+            f"{translated_core_minutes(found, 'ja')} minutes")
 
 
 def write_time_lines(found: list[Lesson]) -> list[Path]:

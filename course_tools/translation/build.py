@@ -2,7 +2,10 @@
 
 A built notebook is its English notebook with each markdown cell's source replaced by the
 cell's current translation; its code cells, their outputs, the cell ids and the metadata
-are the English notebook's, and the notebook's metadata gains ``course``::
+are the English notebook's (but for an exercise's stub, which says "replace this line" in
+the edition's language: ``course_grading.exercises.stub``); a lesson's first cell ends with
+its time line in the edition's words, its reading minutes counted in the translated text
+(``time_line``); and the notebook's metadata gains ``course``::
 
     "course": {"language": "ja", "source": "notebooks/03_tool_calls.ipynb"}
 
@@ -23,10 +26,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_grading.exercises import STUB, STUB_MESSAGES, stub
 from course_tools.translation.links import moved
 from course_tools.translation.sources import Source
 from course_tools.translation.status import SourceStatus
-from course_tools.translation.units import Unit
+from course_tools.translation.units import TIME_LINE, Unit
 
 NOTICES = {  # the visible notice over a unit shown in English, by language and by why
     "ja": {"missing": "> ⚠️ **未翻訳 (untranslated)**: この部分はまだ翻訳されていないため、英語の原文を表示しています。",
@@ -98,17 +102,38 @@ def _built_notebook(root: Path, status: SourceStatus, language: str, allow_engli
     translated = copy.deepcopy(notebook)
     units = {unit.id: unit for unit in status.units}
     english = []
+    exercise = source.english.parts[0] == "exercises" and language in STUB_MESSAGES
     for cell in translated["cells"]:
+        if exercise and cell["cell_type"] == "code" and STUB in "".join(cell["source"]):
+            cell["source"] = _lines("".join(cell["source"]).replace(STUB, stub(language)))
         if cell["cell_type"] == "markdown":
             text, is_english = _text_of(status, units[cell["id"]], allow_english, language)
             cell["source"] = _lines(text)
             if is_english:
                 english.append(cell["id"])
+    first = next((cell for cell in notebook["cells"] if cell["cell_type"] == "markdown"), None)
+    if first is not None and TIME_LINE.search("".join(first["source"])):  # a lesson: its time line in this edition
+        mine = next(cell for cell in translated["cells"] if cell["cell_type"] == "markdown")
+        mine["source"] = _lines("".join(mine["source"]).rstrip("\n") + "\n\n" + time_line(root, source.english,
+                                                                                         translated, language))
     marks: dict[str, object] = {"language": language, "source": source.english.as_posix()}
     if english:
         marks["english"] = english
     translated["metadata"]["course"] = marks
     return Built(json.dumps(translated, indent=1, sort_keys=True, ensure_ascii=False) + "\n", english)
+
+
+def time_line(root: Path, english: Path, translated: dict, language: str) -> str:
+    """A translated lesson's time line: the English lesson's run and exercises
+    (``lesson_plan.measure``), its reading minutes from the translated text."""
+    from course_tools import lesson_plan  # the lesson plan reads notebooks and solutions; only lessons need it
+
+    lesson = lesson_plan.measure(root / english, lesson_plan.readme_run_times(
+        (root / lesson_plan.RUN_TIMES_PAGE).read_text(encoding="utf-8")))
+    prose = ["".join(cell["source"]) for cell in translated["cells"] if cell["cell_type"] == "markdown"]
+    code_words = sum(section.code_words for section in lesson.sections)
+    return lesson.time_line(language=language,
+                            reading_minutes=lesson_plan.translated_reading_minutes(prose, code_words, language))
 
 
 def _built_markdown(status: SourceStatus, language: str, allow_english: bool) -> Built:

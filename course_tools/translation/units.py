@@ -3,7 +3,8 @@
 A unit is the smallest piece translated as a whole:
 
 - in a notebook, each **markdown cell**, named by the cell's ``id`` (code cells are never
-  translated: the Japanese notebook has the same code and the same outputs);
+  translated: the Japanese notebook has the same code and the same outputs), the first
+  without a lesson's time line (``TIME_LINE``: counted, not written, so each edition gets its own);
 - in ``README.md``, each **section**: the text is cut before every line that starts with
   ``#`` outside a ``` fence, and a section is named by its heading's slug
   (``## For maintainers`` is ``for-maintainers``; a repeated slug gets ``-2``, ``-3``, ...;
@@ -24,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HASH_LENGTH = 12
+TIME_LINE = re.compile(r"\n*\*\*Time:\*\* about (\d+) minutes[^\n]*")
+"""A lesson's time line, the last line of its first cell, written by ``course_tools.lesson_plan``:
+generated, not translated, so not part of the unit (``build`` writes the translation's own)."""
 
 
 def text_hash(text: str) -> str:
@@ -84,14 +88,15 @@ def markdown_sections(text: str) -> list[Unit]:
 
 def notebook_units(notebook: dict) -> list[Unit]:
     """The markdown cells of a notebook (its JSON, as ``json.load`` reads it), by cell id."""
-    units = []
+    units: list[Unit] = []
     for number, cell in enumerate(notebook.get("cells", [])):
         if cell.get("cell_type") != "markdown":
             continue
         if not cell.get("id"):
             raise ValueError(f"markdown cell {number} has no id: a translation is tied to its cell by the id")
         source = cell.get("source", "")
-        units.append(Unit(cell["id"], "".join(source) if isinstance(source, list) else source))
+        text = "".join(source) if isinstance(source, list) else source
+        units.append(Unit(cell["id"], TIME_LINE.sub("", text) if not units else text))
     return _unique(units, "notebook")
 
 

@@ -153,3 +153,13 @@ def test_every_seed_concept_is_first_taught_in_a_core_lesson():
         if first and first.group(1).lstrip("0") not in lesson_plan.CORE:
             outside.append(f"{cells[0]}: lesson {first.group(1)}")
     assert not outside, "first taught outside the core path:\n" + "\n".join(outside)
+
+
+@pytest.mark.release
+def test_the_readmes_give_the_japanese_editions_core_minutes_as_counted():
+    """The Japanese edition's lessons are read at ``CHARACTERS_PER_MINUTE['ja']``: its core takes
+    longer than the English 360 at most, and both READMEs say by how much."""
+    minutes = lesson_plan.translated_core_minutes(lesson_plan.lessons(), "ja")
+    english = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"500 characters a minute, which makes its core about {minutes} minutes" in english
+    assert f"コアパスは約 {minutes} 分" in (ROOT / "README.ja.md").read_text(encoding="utf-8")

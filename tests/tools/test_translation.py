@@ -22,7 +22,7 @@ import nbformat
 import pytest
 
 from course_grading import grading
-from course_grading.exercises import STUB
+from course_grading.exercises import STUB, stub
 from course_grading.exercises import build as build_exercises
 from course_grading.grading import Result, format_report, grade, language_of, sections
 from course_lib import checks
@@ -457,7 +457,8 @@ def test_grading_a_japanese_exercise_notebook_reports_in_japanese(course, monkey
         "en: add(1, 2) is {1 + 2}\nja: add(1, 2) は {1 + 2}\n\nen: use the + operator\nja: + 演算子を使います\n"))
     learner = nbformat.read(course / "exercises" / "ja" / "01_a.ipynb", as_version=4)
     answer = next(cell for cell in learner.cells if cell.get("id") == "e-02")
-    answer.source = answer.source.replace(STUB, "return a - b")
+    assert STUB not in answer.source, "the Japanese exercise's stub speaks Japanese"
+    answer.source = answer.source.replace(stub("ja"), "return a - b")
     path = course / "learner" / "01_a.ipynb"
     path.parent.mkdir()
     nbformat.write(learner, path)
@@ -702,3 +703,29 @@ def test_the_graders_own_words_are_japanese_in_the_japanese_edition(message):
     english = [word for word in re.findall(r"[A-Za-z]{3,}", said) if word not in {"NameError", "name", "not",
                                                                                    "defined", "check"}]
     assert not english, said
+
+
+@pytest.mark.release
+def test_a_japanese_exercise_says_replace_this_line_in_japanese_and_nothing_else_in_its_code_differs():
+    for japanese in sorted((ROOT / "exercises" / "ja").glob("*.ipynb")):
+        english = json.loads((ROOT / "exercises" / japanese.name).read_text())["cells"]
+        cells = json.loads(japanese.read_text())["cells"]
+        codes = [("".join(en["source"]), "".join(ja["source"])) for en, ja in zip(english, cells)
+                 if en["cell_type"] == "code"]
+        assert any(STUB in en for en, _ in codes), japanese.name
+        assert all(ja == en.replace(STUB, stub("ja")) for en, ja in codes), japanese.name
+        assert not any(STUB in ja for _, ja in codes), japanese.name
+
+
+def test_the_japanese_stub_is_not_attempted_to_the_grader():
+    import nbformat
+
+    from course_grading.exercises import STUB_MESSAGES
+    from course_grading.grading import verdict
+
+    for language, message in STUB_MESSAGES.items():
+        cell = nbformat.v4.new_code_cell("def add(a, b):\n    ...", execution_count=1,
+                                         outputs=[nbformat.v4.new_output("error", ename="NotImplementedError",
+                                                                         evalue=message, traceback=[])])
+        cell.metadata["grading"] = {"check": False}
+        assert verdict([cell], 10, language=language) == ("not attempted", ""), language
