@@ -168,3 +168,16 @@ def test_two_languages_are_compared_request_by_request():
     assert "(1/4)" in text.splitlines()[1]
     assert "2 with more successes under English, 0 under Japanese, 2 tied" in text
     assert "not shown to differ" in text and text.endswith("differed on: price, search")
+
+
+def test_the_committed_languages_run_pairs_the_same_cases_and_the_page_says_its_rates():
+    saved = json.loads((DATA.parent / "results" / "capstone_languages_qwen2_5-coder_0_5b.json").read_text())
+    english, japanese = (saved["variants"][language] for language in ("English", "Japanese"))
+    pairs = paired_successes(english["results"], japanese["results"])
+    assert [case for case, _, _ in pairs] == [case.id for case in load_cases(CASES)]
+    page = " ".join((DATA.parents[1] / "docs" / "measured.md").read_text().split())
+    assert (f"English {english['summary']['succeeded']} of 10" in page
+            and f"Japanese {japanese['summary']['succeeded']} of 10" in page)
+    no_call = {language: sum(not r["calls"] for r in saved["variants"][language]["results"])
+               for language in ("English", "Japanese")}
+    assert f"made no call in {no_call['Japanese']} of the 10 requests (in English {no_call['English']})" in page
