@@ -14,8 +14,9 @@ install from it with the network blocked, then lessons 3 and 4 in full there, wi
    kernel, as a learner runs them (not quick mode): ``connect()`` starts the embedded server,
    the model cache holds the default model alone, so the cells of the 1.5B show the run
    recorded with the course, and every cell must pass (those marked ``# NBVAL_CHECK_OUTPUT``
-   with their committed output). This is the suite's one run of them (tests/conftest.py's
-   ``RunElsewhere``). Their own second model was the room's failure before: offline, lesson 4
+   with their committed output). Where this test can run, it is the suite's one run of them
+   (tests/conftest.py's ``RunElsewhere``; where the network cannot be blocked, nbval runs them
+   in quick mode with the other lessons). Their own second model was the room's failure before: offline, lesson 4
    raised ``NameError`` where the 1.5B was missing.
 
 No compiler or build tool may start in any step: ``cc``, ``gcc``, ``c++``, ``cmake``, ``make``,
