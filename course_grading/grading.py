@@ -82,8 +82,8 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "exercises"  # the check cells that count are these, never a submission's copy
-STUB_RAISES = frozenset(STUB_MESSAGES.values())  # what an exercise's stub raises, in any edition
-STUB_ERRORS = {("NotImplementedError", message) for message in STUB_RAISES}
+STUB_ERRORS = frozenset(("NotImplementedError", message) for message in STUB_MESSAGES.values())
+"""What an exercise's stub raises, in any edition: its cell was not attempted."""
 # Both read a learner's text in the grader: no lazy group before a trailing ``\s*$`` (it backtracks
 # quadratically on a line of spaces), and only a line's first LINE_CHARS characters (``first_line``).
 HEADING = re.compile(r"^##\s+(Exercise|Step)\s+(\d+)\s*·\s*(\S.*)$")
@@ -587,14 +587,14 @@ def verdict(cells: list[Any], cell_timeout: float, notebook_timeout: float | Non
             status, ename, evalue = outcome
             if status == "passed":
                 continue
-            if ename == "NotImplementedError" and evalue in STUB_RAISES:
+            if (ename, evalue) in STUB_ERRORS:
                 return "not attempted", ""
             return "failed", where + (evalue if status == "failed" else f"{ename}: {evalue}")
         failure = error_of(cell)
         if failure is None:
             continue
         ename, evalue = failure
-        if ename == "NotImplementedError" and evalue in STUB_RAISES:
+        if (ename, evalue) in STUB_ERRORS:
             return "not attempted", ""
         return "failed", f"{ename}: {evalue} (in your code)"
     if not any(cell.metadata["grading"]["check"] for cell in cells):
