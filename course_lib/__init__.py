@@ -32,6 +32,7 @@ checks it), bottom to top:
 - ``checks``: what a check cell calls, and the answers it sends to the grader.
 """
 
+import sys
 from importlib import import_module
 from typing import Any
 
@@ -53,3 +54,18 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
+
+
+def _figure_bundle(figure: Any, include: Any = None, exclude: Any = None) -> Any:
+    """How IPython shows a matplotlib figure: ``display.figures.bundle``, imported when one is shown."""
+    return import_module(".display.figures", __name__).bundle(figure, include, exclude)
+
+
+def _draw_figures_in_each_edition() -> None:
+    """Inside IPython, a figure is drawn in the edition's language (``display.figures``)."""
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    if shell is not None and hasattr(shell, "display_formatter"):
+        shell.display_formatter.mimebundle_formatter.for_type_by_name("matplotlib.figure", "Figure", _figure_bundle)
+
+
+_draw_figures_in_each_edition()

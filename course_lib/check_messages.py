@@ -14,6 +14,7 @@ translation is a maintainers' question (``python -m course_tools translation mes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from course_lib.config import COURSE_ROOT
@@ -21,8 +22,11 @@ from course_lib.config import COURSE_ROOT
 TRANSLATIONS = "translations"  # the folder of the catalogues, one subfolder per language
 
 
-def catalogue_path(language: str, root: Path = COURSE_ROOT) -> Path:
-    return root / TRANSLATIONS / language / "checks.md"
+CHECKS = "checks.md"  # the check messages; ``plots.md`` beside it holds the figures' words (same format)
+
+
+def catalogue_path(language: str, root: Path = COURSE_ROOT, name: str = CHECKS) -> Path:
+    return root / TRANSLATIONS / language / name
 
 
 def template_parts(template: str) -> tuple[list[str], list[str]]:
@@ -87,9 +91,49 @@ def parse(text: str, name: str = "checks.md") -> dict[str, str]:
     return pairs
 
 
-def translations(language: str, root: Path = COURSE_ROOT) -> dict[str, str]:
-    """The message catalogue of ``language`` (empty for English, or when there is none yet)."""
-    path = catalogue_path(language, root)
+def filled(text: str, english: str, translated: str, value: Callable[[str], str] = str) -> str | None:
+    """``translated`` with the values ``text`` holds where the template ``english`` has its
+    placeholders (each passed through ``value``), if ``text`` is ``english`` with some values in
+    them; else None."""
+    texts, names = template_parts(english)
+    if not names:
+        return template_parts(translated)[0][0] if text == texts[0] else None
+    if not (text.startswith(texts[0]) and text.endswith(texts[-1]) and len(text) >= len(texts[0]) + len(texts[-1])):
+        return None
+    values: dict[str, str] = {}
+    start, end = len(texts[0]), len(text) - len(texts[-1])
+    for name, following in zip(names, texts[1:-1]):
+        found = text.find(following, start, end)
+        if found < 0:
+            return None
+        values.setdefault(name, text[start:found])
+        start = found + len(following)
+    values.setdefault(names[-1], text[start:end])
+    parts, wanted = template_parts(translated)
+    return parts[0] + "".join((value(values[name]) if name in values else "{" + name + "}") + part
+                              for name, part in zip(wanted, parts[1:]))
+
+
+def translate(text: str, messages: dict[str, str], value: Callable[[str], str] = str) -> str:
+    """``text`` in the catalogue's language: its translation if ``messages`` has ``text`` itself,
+    else the longest template it fills, with its values put where the translation wants them
+    (``"1 of 3 passed"`` by ``{n} of {total} passed``), each value passed through ``value``; as it
+    is if none matches."""
+    exact = messages.get(text.replace("{", "{{").replace("}", "}}"))
+    if exact is not None:
+        return template_parts(exact)[0][0]
+    templates = sorted((english for english in messages if "{" in english.replace("{{", "")),
+                       key=lambda english: -len("".join(template_parts(english)[0])))
+    for english in templates:
+        result = filled(text, english, messages[english], value)
+        if result is not None:
+            return result
+    return text
+
+
+def translations(language: str, root: Path = COURSE_ROOT, name: str = CHECKS) -> dict[str, str]:
+    """The catalogue ``name`` of ``language`` (empty for English, or when there is none yet)."""
+    path = catalogue_path(language, root, name)
     if language == "en" or not path.is_file():
         return {}
-    return parse(path.read_text(encoding="utf-8"), f"{TRANSLATIONS}/{language}/checks.md")
+    return parse(path.read_text(encoding="utf-8"), f"{TRANSLATIONS}/{language}/{name}")

@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from course_lib.check_messages import template_parts
+from course_lib.check_messages import translate
 
 
 class CheckFailed(AssertionError):
@@ -109,43 +109,13 @@ def _table() -> tuple[str, dict[str, str]]:
     return LANGUAGE, MESSAGES
 
 
-def filled(text: str, english: str, translated: str) -> str | None:
-    """``translated`` with the values ``text`` holds where the template ``english`` has its
-    placeholders, if ``text`` is ``english`` with some values in them; else None."""
-    texts, names = template_parts(english)
-    if not names:
-        return template_parts(translated)[0][0] if text == texts[0] else None
-    if not (text.startswith(texts[0]) and text.endswith(texts[-1]) and len(text) >= len(texts[0]) + len(texts[-1])):
-        return None
-    values: dict[str, str] = {}
-    start, end = len(texts[0]), len(text) - len(texts[-1])
-    for name, following in zip(names, texts[1:-1]):
-        found = text.find(following, start, end)
-        if found < 0:
-            return None
-        values.setdefault(name, text[start:found])
-        start = found + len(following)
-    values.setdefault(names[-1], text[start:end])
-    parts, wanted = template_parts(translated)
-    return parts[0] + "".join(values.get(name, "{" + name + "}") + part for name, part in zip(wanted, parts[1:]))
-
-
 def said(text: str) -> str:
     """``text``, a check's ``what`` or ``hint``, in the learner's language (as it is, if the
     catalogue has no translation of it)."""
     language, messages = _table()
     if language == "en" or type(text) is not str:
         return text
-    exact = messages.get(text.replace("{", "{{").replace("}", "}}"))
-    if exact is not None:
-        return template_parts(exact)[0][0]
-    templates = sorted((english for english in messages if "{" in english.replace("{{", "")),
-                       key=lambda english: -len("".join(template_parts(english)[0])))
-    for english in templates:
-        result = filled(text, english, messages[english])
-        if result is not None:
-            return result
-    return text
+    return translate(text, messages)
 
 
 def _failed(what: str, hint: str, *shown: tuple[str, str]) -> CheckFailed:

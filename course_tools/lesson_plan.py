@@ -4,6 +4,7 @@
     python -m course_tools lesson_plan --sections      # and one per ``##`` section
     python -m course_tools lesson_plan --wpm 150 --exercise-minutes 12
     python -m course_tools lesson_plan --write-times   # each lesson's "**Time:**" line, from these numbers
+    python -m course_tools lesson_plan --lang ja       # the Japanese edition's minutes (its agendas')
 
 An agenda (docs/instructors/) needs minutes per lesson, and a guess is easy to write and hard
 to check. Here every number has a source:
@@ -349,19 +350,46 @@ def core_minutes(found: list[Lesson], wpm: float = WORDS_PER_MINUTE,
                for lesson in found if lesson.core_exercises is not None)
 
 
+def translated_reading(lesson: Lesson, language: str, root: Path = ROOT) -> float:
+    """A lesson's reading minutes in a translated edition (``notebooks/<language>/``): its text at
+    that language's pace (``translated_reading_minutes``), without its own time line."""
+    translated = nbformat.read(root / "notebooks" / language / lesson.path.name, as_version=4)
+    prose = [cell.source for cell in translated.cells if cell.cell_type == "markdown"]
+    prose[0] = TIME_LINE_IN[language].sub("", prose[0])  # not its own time line
+    return translated_reading_minutes(prose, sum(section.code_words for section in lesson.sections), language)
+
+
 def translated_core_minutes(found: list[Lesson], language: str, root: Path = ROOT) -> int:
-    """The core path's minutes in a translated edition (``notebooks/<language>/``): its text read at
-    that language's pace (``translated_reading_minutes``), the run and the exercises the same."""
-    total = 0
+    """The core path's minutes in a translated edition: its reading (``translated_reading``), the
+    run and the exercises the same as in English."""
+    return sum(lesson.minutes(exercises=lesson.core_exercises, reading=translated_reading(lesson, language, root))
+               for lesson in found if lesson.core_exercises is not None)
+
+
+def _full_and_quick(lesson: Lesson, reading: float, per_exercise: float, exercises: int | None = None) -> str:
+    """A lesson's minutes with a translated edition's ``reading``, and in quick mode where it has one."""
+    full = lesson.minutes(per_exercise=per_exercise, reading=reading, exercises=exercises)
+    if lesson.readme_quick_seconds is None:
+        return f"{full}"
+    return f"{full} ({lesson.minutes(per_exercise=per_exercise, reading=reading, exercises=exercises, quick=True)})"
+
+
+def translated_table(found: list[Lesson], language: str, per_exercise: float) -> str:
+    """A Markdown table of a translated edition's minutes, one row per lesson: what its agendas
+    (``docs/instructors/agenda-*.<language>.md``) are built from."""
+    rows = [f"| lesson | reading min ({language}) | run min (quick) | exercises | minutes (quick) "
+            "| core exercises | core minutes (quick) |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for lesson in found:
-        if lesson.core_exercises is None:
-            continue
-        translated = nbformat.read(root / "notebooks" / language / lesson.path.name, as_version=4)
-        prose = [cell.source for cell in translated.cells if cell.cell_type == "markdown"]
-        prose[0] = TIME_LINE_IN[language].sub("", prose[0])  # not its own time line
-        reading = translated_reading_minutes(prose, sum(section.code_words for section in lesson.sections), language)
-        total += lesson.minutes(exercises=lesson.core_exercises, reading=reading)
-    return total
+        reading = translated_reading(lesson, language)
+        quick = lesson.readme_quick_seconds is not None
+        core = lesson.core_exercises
+        rows.append(" | ".join([
+            f"| {lesson.number}", f"{reading:.1f}",
+            minutes_text(lesson.run_seconds()) + (f" ({minutes_text(lesson.run_seconds(True))})" if quick else ""),
+            str(lesson.exercises), _full_and_quick(lesson, reading, per_exercise), "–" if core is None else str(core),
+            ("–" if core is None else _full_and_quick(lesson, reading, per_exercise, min(core, lesson.exercises)))
+            + " |"]))
+    return "\n".join(rows)
 
 
 def core_line(found: list[Lesson], wpm: float, per_exercise: float) -> str:
@@ -397,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exercise-minutes", type=float, default=MINUTES_PER_EXERCISE,
                         help="the allowance for one exercise, in minutes")
     parser.add_argument("--sections", action="store_true", help="one row per ## section too")
+    parser.add_argument("--lang", choices=sorted(CHARACTERS_PER_MINUTE),
+                        help="the minutes of a translated edition: its text read at that language's pace")
     parser.add_argument("--write-times", action="store_true",
                         help="end each lesson's first cell with its time line (at the default rates)")
     args = parser.parse_args(argv)
@@ -410,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_times:
         for path in write_time_lines(found):
             print(f"wrote the time line of {path.name}")
+        return 0
+    if args.lang:
+        print(translated_table(found, args.lang, args.exercise_minutes))
+        print(f"\nreading: the {args.lang} text at {CHARACTERS_PER_MINUTE[args.lang]} characters a minute, code at "
+              f"{WORDS_PER_MINUTE} words a minute; core path: {translated_core_minutes(found, args.lang)} minutes")
         return 0
     print(table(found, args.wpm, args.exercise_minutes, args.sections))
     print(f"\nreading at {args.wpm:g} words a minute; {args.exercise_minutes:g} minutes per exercise; "

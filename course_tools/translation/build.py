@@ -3,7 +3,8 @@
 A built notebook is its English notebook with each markdown cell's source replaced by the
 cell's current translation; its code cells, their outputs, the cell ids and the metadata
 are the English notebook's (but for an exercise's stub, which says "replace this line" in
-the edition's language: ``course_grading.exercises.stub``); a lesson's first cell ends with
+the edition's language: ``course_grading.exercises.stub``, and for a figure, which the English
+run also drew in the edition's language: ``course_lib.display.figures``); a lesson's first cell ends with
 its time line in the edition's words, its reading minutes counted in the translated text
 (``time_line``); and the notebook's metadata gains ``course``::
 
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_grading.exercises import STUB, STUB_MESSAGES, stub
+from course_lib.display.figures import METADATA as FIGURE_DRAWINGS
 from course_tools.translation.links import moved
 from course_tools.translation.sources import Source
 from course_tools.translation.status import SourceStatus
@@ -106,6 +108,8 @@ def _built_notebook(root: Path, status: SourceStatus, language: str, allow_engli
     for cell in translated["cells"]:
         if exercise and cell["cell_type"] == "code" and STUB in "".join(cell["source"]):
             cell["source"] = _lines("".join(cell["source"]).replace(STUB, stub(language)))
+        for output in cell.get("outputs", []):
+            _figure_in(output, language)
         if cell["cell_type"] == "markdown":
             text, is_english = _text_of(status, units[cell["id"]], allow_english, language)
             cell["source"] = _lines(text)
@@ -121,6 +125,13 @@ def _built_notebook(root: Path, status: SourceStatus, language: str, allow_engli
         marks["english"] = english
     translated["metadata"]["course"] = marks
     return Built(json.dumps(translated, indent=1, sort_keys=True, ensure_ascii=False) + "\n", english)
+
+
+def _figure_in(output: dict, language: str) -> None:
+    """A figure's output with the drawing in ``language`` the English run made beside it, if it did."""
+    drawings = output.get("metadata", {}).pop(FIGURE_DRAWINGS, None)
+    if drawings and language in drawings:
+        output["data"]["image/png"] = drawings[language]["image/png"]
 
 
 def time_line(root: Path, english: Path, translated: dict, language: str) -> str:

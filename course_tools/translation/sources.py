@@ -11,9 +11,10 @@ English source                  catalogue (``translations/ja/...``)     built ed
 ==============================  ======================================  ==============================
 
 The pages of ``docs/`` translated are those at its top (``docs/measured.md``: what the README
-links to for the details), and of the kit in ``docs/instructors/`` those in ``KIT_PAGES`` (the
-checks for understanding, which the lessons' self-checks read); a page named with a language
-(``docs/glossary.ja.md``) is written in that language and is nobody's translation.
+links to for the details) and every page of the instructor's kit in ``docs/instructors/`` (its
+agendas, setup mail, troubleshooting and the checks for understanding, which the lessons'
+self-checks read); a page named with a language (``docs/glossary.ja.md``) is written in that
+language and is nobody's translation.
 
 Every path here is relative to the course's top folder (``root``), so that messages name
 files as the repository does, and tests can build an edition in a folder of their own.
@@ -26,8 +27,7 @@ from pathlib import Path
 
 NOTEBOOK_FOLDERS = ("notebooks", "exercises")  # the folders whose notebooks are translated
 DOCS = "docs"  # the folder whose top-level Markdown pages are translated
-KIT = Path(DOCS, "instructors")  # the instructor's kit: of its pages, those in KIT_PAGES are translated
-KIT_PAGES = ("checks-for-understanding",)  # read by course_lib.self_check in each edition's language
+KIT = Path(DOCS, "instructors")  # the instructor's kit: every English page of it is translated
 TRANSLATIONS = "translations"
 GENERATED_MARK = "<!-- Generated from "  # how a built Markdown file begins (build.GENERATED)
 
@@ -55,7 +55,7 @@ def source_for(english: Path, language: str) -> Source:
     if is_doc_page(english):
         built = Path(DOCS, f"{english.stem}.{language}.md")
         return Source(english, Path(TRANSLATIONS, language, DOCS, english.name), built)
-    if english.parent == KIT and english.suffix == ".md" and english.stem in KIT_PAGES:
+    if english.parent == KIT and english.suffix == ".md" and "." not in english.stem:
         return Source(english, Path(TRANSLATIONS, language, KIT, english.name), KIT / f"{english.stem}.{language}.md")
     raise ValueError(f"{english} is not translated: only README.md, the pages at the top of {DOCS}/ and the "
                      f"notebooks of {' and '.join(folder + '/' for folder in NOTEBOOK_FOLDERS)} are")
@@ -74,7 +74,7 @@ def sources(root: Path, language: str) -> list[Source]:
         english.append(Path("README.md"))
     pages = [Path(DOCS, path.name) for path in sorted((root / DOCS).glob("*.md"))]
     english += [page for page in pages if is_doc_page(page)]
-    english += [KIT / f"{page}.md" for page in KIT_PAGES if (root / KIT / f"{page}.md").is_file()]
+    english += [KIT / path.name for path in sorted((root / KIT).glob("*.md")) if "." not in path.stem]
     return [source_for(path, language) for path in english]
 
 

@@ -15,8 +15,12 @@ pytestmark = pytest.mark.release  # the kit's words checked against the course: 
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT / "docs" / "instructors"
-AGENDAS = ["agenda-1-day.md", "agenda-2-day.md"]
+AGENDAS = ["agenda-1-day.md", "agenda-2-day.md", "agenda-1-day.ja.md", "agenda-2-day.ja.md"]
 ROW = re.compile(r"^\| (\d\d):(\d\d) \| (.+?) \| (.+?) \| (.+?) \| (.+?) \| (\d+) \|$")
+# A lesson's row names it as "[Lesson 4 · ...](...)", in Japanese "[第 4 回 · ...](...)"
+LESSON_ROW = {"en": re.compile(r"\[Lesson (\d+[ab]?) ·"), "ja": re.compile(r"\[第 (\d+[ab]?) 回 ·")}
+WORDS = {"en": {"of": " of ", "quick": "(quick)", "none": "none", "instructor": "Instructor:"},
+         "ja": {"of": " / ", "quick": "(クイック)", "none": "なし", "instructor": "講師:"}}
 
 
 @pytest.fixture(scope="module")
@@ -36,18 +40,27 @@ def timetables(text: str) -> list[list[re.Match]]:
     return [table for table in tables if table]
 
 
-def expected_row(match: re.Match, lesson: lesson_plan.Lesson) -> str:
-    """The row as lesson_plan's numbers make it, keeping the agenda's choice of exercises and quick mode."""
-    quick = "(quick)" in match.group(5)
-    done = int(match.group(6).split(" of ")[0]) if lesson.exercises else 0
-    exercises = f"{done} of {lesson.exercises}" if lesson.exercises else "none"
-    running = f"{lesson.run_seconds(quick) / 60:.1f}" + (" (quick)" if quick else "")
-    return (f"| {match.group(1)}:{match.group(2)} | {match.group(3)} | {lesson.words / 200:.1f} | {running} "
-            f"| {exercises} | {lesson.minutes(quick=quick, exercises=done)} |")
+def language_of(agenda: str) -> str:
+    return "ja" if agenda.endswith(".ja.md") else "en"
+
+
+def expected_row(match: re.Match, lesson: lesson_plan.Lesson, language: str = "en") -> str:
+    """The row as lesson_plan's numbers make it, keeping the agenda's choice of exercises and quick
+    mode; a Japanese agenda's reading is its lessons' Japanese text (``lesson_plan --lang ja``)."""
+    words = WORDS[language]
+    quick = words["quick"] in match.group(5)
+    done = int(match.group(6).split(words["of"])[0]) if lesson.exercises else 0
+    exercises = f"{done}{words['of']}{lesson.exercises}" if lesson.exercises else words["none"]
+    running = f"{lesson.run_seconds(quick) / 60:.1f}" + (f" {words['quick']}" if quick else "")
+    reading = lesson.words / 200 if language == "en" else lesson_plan.translated_reading(lesson, language, ROOT)
+    minutes = lesson.minutes(quick=quick, exercises=done, reading=None if language == "en" else reading)
+    return (f"| {match.group(1)}:{match.group(2)} | {match.group(3)} | {reading:.1f} | {running} "
+            f"| {exercises} | {minutes} |")
 
 
 @pytest.mark.parametrize("agenda", AGENDAS)
 def test_every_lesson_row_has_the_measured_minutes_and_the_clock_adds_up(agenda, lessons):
+    language = language_of(agenda)
     tables = timetables((KIT / agenda).read_text(encoding="utf-8"))
     assert len(tables) == (1 if "1-day" in agenda else 2)
     seen = 0
@@ -57,36 +70,43 @@ def test_every_lesson_row_has_the_measured_minutes_and_the_clock_adds_up(agenda,
             assert int(following.group(1)) * 60 + int(following.group(2)) == start + int(row.group(7)), (
                 f"{agenda}: {following.group(3)} should start {row.group(7)} minutes after {row.group(3)}")
         for row in table:
-            number = re.search(r"\[Lesson (\d+[ab]?) ·", row.group(3))
+            number = LESSON_ROW[language].search(row.group(3))
             if number is None:
                 assert row.group(4) == row.group(5) == row.group(6) == "–", row.group(0)
                 continue
             seen += 1
             lesson = lessons[number.group(1)]
-            assert f"(../../notebooks/{lesson.path.name})" in row.group(3)
-            expected = expected_row(row, lesson)
+            folder = "notebooks" if language == "en" else f"notebooks/{language}"
+            assert f"(../../{folder}/{lesson.path.name})" in row.group(3)
+            expected = expected_row(row, lesson, language)
             assert row.group(0) == expected, f"{agenda}: lesson {lesson.number}'s numbers changed; now:\n{expected}"
     assert seen >= 10
 
 
-INSTRUCTOR = "Instructor:"  # a block's own row for the instructor: the idea in their words, a demo, questions
+# The one-day agenda ends by 17:00; the Japanese one reads the same lessons at 500 characters a
+# minute (about 45 minutes more), and says so, ending by 18:00.
+ENDS_BY = {"agenda-1-day.md": 17 * 60, "agenda-1-day.ja.md": 18 * 60}
 
 
-def test_the_one_day_runs_the_core_path_from_9_to_17_with_the_instructors_time_after_each_lesson():
-    (table,) = timetables((KIT / "agenda-1-day.md").read_text(encoding="utf-8"))
-    held = [re.search(r"\[Lesson (\d+[ab]?) ·", row.group(3)) for row in table]
+@pytest.mark.parametrize("agenda", sorted(ENDS_BY))
+def test_the_one_day_runs_the_core_path_from_9_with_the_instructors_time_after_each_lesson(agenda):
+    words = WORDS[language_of(agenda)]
+    (table,) = timetables((KIT / agenda).read_text(encoding="utf-8"))
+    held = [LESSON_ROW[language_of(agenda)].search(row.group(3)) for row in table]
     assert [match.group(1) for match in held if match] == list(lesson_plan.CORE)
     for row, match, following in zip(table, held, table[1:]):
         if match:
-            assert following.group(3).startswith(INSTRUCTOR) and int(following.group(7)) >= 5, row.group(3)
+            assert following.group(3).startswith(words["instructor"]) and int(following.group(7)) >= 5, row.group(3)
     first, last = table[0], table[-1]
     assert (first.group(1), first.group(2)) == ("09", "00")
-    assert int(last.group(1)) * 60 + int(last.group(2)) + int(last.group(7)) <= 17 * 60
+    assert int(last.group(1)) * 60 + int(last.group(2)) + int(last.group(7)) <= ENDS_BY[agenda]
 
 
-def test_the_two_days_hold_every_lesson_but_9b(lessons):
-    text = (KIT / "agenda-2-day.md").read_text(encoding="utf-8")
-    held = {match.group(1) for match in re.finditer(r"^\| \d\d:\d\d \| \[Lesson (\d+[ab]?) ·", text, re.MULTILINE)}
+@pytest.mark.parametrize("agenda", ["agenda-2-day.md", "agenda-2-day.ja.md"])
+def test_the_two_days_hold_every_lesson_but_9b(agenda, lessons):
+    pattern = LESSON_ROW[language_of(agenda)]
+    rows = [row for table in timetables((KIT / agenda).read_text(encoding="utf-8")) for row in table]
+    held = {match.group(1) for row in rows if (match := pattern.search(row.group(3)))}
     assert held == set(lessons) - {"9b"}
 
 
@@ -117,11 +137,15 @@ def test_the_kit_is_linked_from_the_readme_and_the_index_lists_every_page():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "](docs/instructors/README.md)" in readme
     index = markdown_links(KIT / "README.md")
-    assert {path.name for path in KIT.glob("*.md")} - {"README.md"} <= set(index)
+    english = {path.name for path in KIT.glob("*.md") if "." not in path.stem}
+    assert english - {"README.md"} <= set(index) and "README.ja.md" in index
+    japanese = {path.name for path in KIT.glob("*.ja.md")}
+    assert japanese - {"README.ja.md"} <= set(markdown_links(KIT / "README.ja.md"))
 
 
-def test_the_setup_mail_quotes_the_lines_course_py_check_prints():
-    mail = (KIT / "setup-mail.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("mail", ["setup-mail.md", "setup-mail.ja.md"])
+def test_the_setup_mail_quotes_the_lines_course_py_check_prints(mail):
+    mail = (KIT / mail).read_text(encoding="utf-8")
     script = (ROOT / "course.py").read_text(encoding="utf-8")
     quoted = re.findall(r"^\[OK\] (.+)$", mail, re.MULTILINE)
     assert len(quoted) == 5

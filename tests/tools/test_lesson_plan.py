@@ -163,3 +163,15 @@ def test_the_readmes_give_the_japanese_editions_core_minutes_as_counted():
     english = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"500 characters a minute, which makes its core about {minutes} minutes" in english
     assert f"コアパスは約 {minutes} 分" in (ROOT / "README.ja.md").read_text(encoding="utf-8")
+
+
+def test_the_japanese_minutes_are_a_row_per_lesson_read_at_500_characters_a_minute(capsys):
+    assert lesson_plan.main(["--lang", "ja"]) == 0
+    out = capsys.readouterr().out
+    found = lesson_plan.lessons()
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split(" | ")[0][2:] for row in rows] == [lesson.number for lesson in found]
+    first = found[0]
+    reading = lesson_plan.translated_reading(first, "ja")
+    assert rows[0].startswith(f"| 1 | {reading:.1f} | ") and reading > first.words / lesson_plan.WORDS_PER_MINUTE
+    assert f"core path: {lesson_plan.translated_core_minutes(found, 'ja')} minutes" in out

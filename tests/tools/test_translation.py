@@ -656,13 +656,14 @@ def test_no_code_cell_names_a_course_file_relative_to_its_folder():
                        "`course_lib.config.course_file`):\n" + "\n".join(found))
 
 
-def test_the_list_of_sources_is_every_lesson_exercise_the_readme_and_the_docs_pages():
+def test_the_list_of_sources_is_every_lesson_exercise_the_readme_the_docs_pages_and_the_kit():
     names = [source.english.as_posix() for source in sources(ROOT, "ja")]
     assert names == ([f"notebooks/{path.name}" for path in sorted((ROOT / "notebooks").glob("*.ipynb"))]
                      + [f"exercises/{path.name}" for path in sorted((ROOT / "exercises").glob("*.ipynb"))]
                      + ["README.md"]
                      + [f"docs/{path.name}" for path in sorted((ROOT / "docs").glob("*.md")) if "." not in path.stem]
-                     + ["docs/instructors/checks-for-understanding.md"])  # the kit's one page read by the lessons
+                     + [f"docs/instructors/{path.name}" for path in sorted((ROOT / "docs" / "instructors").glob("*.md"))
+                        if "." not in path.stem])  # the whole instructor's kit
     assert "docs/measured.md" in names and "docs/glossary.ja.md" not in names, "a page in Japanese is nobody's copy"
 
 
@@ -682,7 +683,9 @@ def test_a_docs_page_is_built_beside_it_and_a_page_written_in_japanese_is_no_lef
     assert run(course, "build", "ja", "--check") == 1
     assert "no English file any more: docs/guide.ja.md" in capsys.readouterr().out
     with pytest.raises(ValueError, match="is not translated"):
-        source_for(Path("docs/instructors/README.md"), "ja")
+        source_for(Path("docs/instructors/README.ja.md"), "ja")
+    with pytest.raises(ValueError, match="is not translated"):
+        source_for(Path("docs/instructors/notes/draft.md"), "ja")
 
 
 @pytest.mark.parametrize("message", [
