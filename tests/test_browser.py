@@ -141,6 +141,15 @@ def test_in_a_japanese_kernel_the_panels_speak_japanese(monkeypatch):
     assert "<b>キオスク:</b> 東京に 12 個あります。" in log.value and "トークン" in log.value
 
 
+def test_no_word_of_the_japanese_panels_is_english():
+    from course_lib.display.figures import english_words
+    from course_lib.display.words import WORDS
+
+    for key, japanese in WORDS["ja"].items():
+        words = english_words(re.sub(r"\{\w+(:[^}]*)?\}|<[^>]+>", "", japanese))  # placeholders and tags aside
+        assert not [word for word in words if word != "SKU"], (key, japanese)
+
+
 # --- 2. in JupyterLab, in Chromium ----------------------------------------------------------
 
 

@@ -17,10 +17,13 @@ to the English makes it *stale*, visibly, instead of leaving an old translation 
     python -m course_tools translation build ja --allow-english   # work in progress: English, under a notice
     python -m course_tools translation adopt ja           # copy translations the memory found to where they belong
     python -m course_tools translation messages ja        # the check messages still to translate, as catalogue lines
+    python -m course_tools translation export ja --po DIR # the catalogues as PO files, for a translator's tools
+    python -m course_tools translation import ja --po DIR # ... and their translated entries back
 
 The modules, one idea each: ``units`` (what is translated, and its hash), ``catalogue`` (the
 catalogue's format, read strictly), ``sources`` (which file goes where), ``status`` (current,
 stale, missing, orphan; the translation memory and ``adopt``), ``history`` (the English a
 stale translation was made from), ``links`` (relative links from another folder), ``build``
-(the built files), ``messages`` (the check messages, translated when shown).
+(the built files), ``messages`` (the check messages, translated when shown), ``po`` (the
+exchange with gettext's tools: PO files out and back, a stale unit ``fuzzy``).
 """

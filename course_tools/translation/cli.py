@@ -1,4 +1,5 @@
-"""``python -m course_tools translation``: status, build, adopt and messages (see the package's docstring)."""
+"""``python -m course_tools translation``: status, build, adopt, messages, and export and import
+as PO files (see the package's docstring)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import re
 import sys
 from pathlib import Path
 
+import polib
+
+from course_tools.translation import po
 from course_tools.translation.build import NotTranslated, built, refusal
 from course_tools.translation.history import english_then
 from course_tools.translation.links import broken
 from course_tools.translation.messages import message_status, skeleton
-from course_tools.translation.sources import built_on_disk, source_for
-from course_tools.translation.status import SourceStatus, Survey, adopt, survey
+from course_tools.translation.sources import built_on_disk, source_for, sources
+from course_tools.translation.status import SourceStatus, Survey, adopt, compare, survey
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -202,6 +206,31 @@ def run_messages(root: Path, language: str) -> int:
     return 0 if found.ok else 1
 
 
+def run_po(root: Path, language: str, only: list[Path], command: str, folder: Path) -> int:
+    chosen = [source for source in sources(root, language) if not only or source.english in only]
+    if command == "export":
+        written = po.export(root, [compare(root, source) for source in chosen], language, folder)
+        print(f"wrote {len(written)} PO files in {folder}")
+        return 0
+    failed = False
+    for source in chosen:
+        path = po.po_path(folder, source, language)
+        if not path.is_file():
+            continue
+        try:
+            result = po.imported(root, source, polib.pofile(str(path)))
+        except (OSError, ValueError) as problem:  # polib raises OSError for a file it cannot parse
+            print(f"✘ {path}: {problem}")
+            failed = True
+            continue
+        for refused in result.refused:
+            print(f"✘ {path}: {refused}")
+        failed |= bool(result.refused)
+        if result.changed:
+            print(f"{source.catalogue.as_posix()}: {len(result.changed)} units from {path}")
+    return 1 if failed else 0
+
+
 def _from_top(path: Path, root: Path) -> Path:
     """``path`` (from the top folder, or from here) as a path from the top folder ``root``."""
     if not path.is_absolute() and (root / path).exists():
@@ -214,8 +243,9 @@ def _from_top(path: Path, root: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_tools translation",
-                                     description="The translated editions: status, build, adopt, messages.")
-    parser.add_argument("command", choices=["status", "build", "adopt", "messages"])
+                                     description="The translated editions: status, build, adopt, messages, "
+                                                 "and export/import as PO files.")
+    parser.add_argument("command", choices=["status", "build", "adopt", "messages", "export", "import"])
     parser.add_argument("language", help="the edition's language, e.g. ja")
     parser.add_argument("paths", nargs="*", type=Path,
                         help="status and build: only these English files (e.g. notebooks/03_tool_calls.ipynb)")
@@ -223,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="build: only report the files that are out of date")
     parser.add_argument("--allow-english", action="store_true",
                         help="build: show a unit without a current translation in English, under a notice")
+    parser.add_argument("--po", type=Path, help="export and import: the folder of the PO files (translation/po.py)")
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)  # the course's top folder (tests)
     args = parser.parse_args(argv)
     if not re.fullmatch(r"[a-z]{2}", args.language) or args.language == "en":
@@ -242,4 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_build(root, args.language, only, args.check, args.allow_english)
     if args.command == "adopt":
         return run_adopt(root, args.language)
+    if args.command in ("export", "import"):
+        if args.po is None:
+            parser.error(f"{args.command} needs --po DIR, the folder of the PO files")
+        return run_po(root, args.language, only, args.command, args.po)
     return run_messages(root, args.language)

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import polib
 import pytest
 
 from course_grading import grading
@@ -732,3 +733,64 @@ def test_the_japanese_stub_is_not_attempted_to_the_grader():
                                                                          evalue=message, traceback=[])])
         cell.metadata["grading"] = {"check": False}
         assert verdict([cell], 10, language=language) == ("not attempted", ""), language
+
+
+# --- PO files: the catalogues out to a translator's tools and back ----------------------------
+
+
+def test_the_catalogues_go_out_as_po_files_and_come_back_unchanged(course, tmp_path, capsys):
+    folder = tmp_path / "po"
+    before = {path: path.read_text() for path in (course / "translations").rglob("*.md")}
+    assert run(course, "export", "ja", "--po", str(folder)) == 0
+    lesson = polib.pofile(str(folder / "notebooks" / "01_a.po"))
+    assert [(entry.msgctxt, entry.msgstr) for entry in lesson] == list(JAPANESE["notebooks/01_a.ipynb"].items())
+    assert lesson[0].msgid.startswith("# Lesson 1 · A") and lesson.metadata["Language"] == "ja"
+    assert (folder / "README.po").is_file() and (folder / "exercises" / "01_a.po").is_file()
+    assert run(course, "import", "ja", "--po", str(folder)) == 0
+    assert {path: path.read_text() for path in (course / "translations").rglob("*.md")} == before
+
+
+def test_a_stale_unit_goes_out_fuzzy_and_a_translation_from_the_po_file_comes_back_current(course, tmp_path, capsys):
+    folder = tmp_path / "po"
+    write_notebook(course / "notebooks" / "02_b.ipynb", [markdown("02-00", "# Lesson 2 · B"),
+                                                         markdown("02-01", "A cell that moved.")])
+    assert run(course, "export", "ja", "--po", str(folder)) == 0
+    po_file = folder / "notebooks" / "02_b.po"
+    entries = {entry.msgctxt: entry for entry in polib.pofile(str(po_file))}
+    assert entries["02-01"].fuzzy and entries["02-01"].msgstr == "動くセルです。"
+    assert not entries["02-00"].fuzzy
+    assert run(course, "import", "ja", "--po", str(folder)) == 0  # a fuzzy entry changes nothing
+    assert run(course, "status", "ja") == 1
+    edited = polib.pofile(str(po_file))
+    for entry in edited:
+        if entry.msgctxt == "02-01":
+            entry.msgstr, entry.flags = "動いたセルです。", []
+    edited.save(str(po_file))
+    capsys.readouterr()
+    assert run(course, "import", "ja", "--po", str(folder)) == 0
+    assert "translations/ja/notebooks/02_b.md: 1 units" in capsys.readouterr().out
+    assert run(course, "status", "ja") == 0, capsys.readouterr().out
+    assert "動いたセルです。" in (course / "translations" / "ja" / "notebooks" / "02_b.md").read_text()
+
+
+def test_a_po_file_of_an_older_english_or_another_unit_is_refused_and_nothing_is_written(course, tmp_path, capsys):
+    folder = tmp_path / "po"
+    assert run(course, "export", "ja", "--po", str(folder)) == 0
+    catalogue_path = course / "translations" / "ja" / "notebooks" / "02_b.md"
+    before = catalogue_path.read_text()
+    po_file = folder / "notebooks" / "02_b.po"
+    edited = polib.pofile(str(po_file))
+    edited[0].msgstr = "# 第 2 回 · B (新)"
+    edited.append(polib.POEntry(msgctxt="02-99", msgid="Gone.", msgstr="消えた。"))
+    edited.save(str(po_file))
+    write_notebook(course / "notebooks" / "02_b.ipynb", [markdown("02-00", "# Lesson 2 · B!"),
+                                                         markdown("02-01", "A cell that moves.")])
+    capsys.readouterr()
+    assert run(course, "import", "ja", "--po", str(folder)) == 1
+    out = capsys.readouterr().out
+    assert "02-00: its English is not notebooks/02_b.ipynb's now (export again)" in out
+    assert "02-99: no unit of notebooks/02_b.ipynb has this id" in out
+    assert catalogue_path.read_text() == before
+    assert run(course, "import", "ja", "--po", str(tmp_path / "nowhere")) == 0  # no PO file: nothing to do
+    with pytest.raises(SystemExit):
+        run(course, "import", "ja")  # --po is needed
