@@ -31,14 +31,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from course_lib.config import quick_mode
-from course_lib.experiments import Rate
-from course_lib.experiments.paired import mcnemar_exact
 from course_lib.kiosk.evaluation import (
     Result,
+    compared_by_request,
     evaluate,
     evaluation_cases,
     load_cases,
-    paired_successes,
     rows_text,
     run_variants,
     save_results,
@@ -60,17 +58,6 @@ def show(variants: dict[str, list[Result]]) -> None:
         totals = summary(results)
         print(f"{name}: {totals['succeeded']} of {totals['requests']} succeeded, {totals['seconds_total']} s")
         print(rows_text(results))
-
-
-def paired_by_request(english: list[Result], japanese: list[Result]) -> str:
-    """Each language's rate, and the two compared request by request: the requests that succeeded in
-    one language only are the evidence (McNemar's exact test)."""
-    pairs = paired_successes([asdict(result) for result in english], [asdict(result) for result in japanese])
-    test = mcnemar_exact([(first, second) for _, first, second in pairs], "English", "Japanese", unit="requests")
-    differ = [case for case, first, second in pairs if first != second]
-    return (f"English  {Rate(sum(first for _, first, _ in pairs), len(pairs))}\n"
-            f"Japanese {Rate(sum(second for _, _, second in pairs), len(pairs))}\n"
-            f"paired by request: {test.sentence()}; differed on: {', '.join(differ) or 'none'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -130,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
         name, server, described = "capstone_routing", f"{small.host}, {large.host}", Router(small, large).model
     show(variants)
     if args.command == "languages":
-        print(paired_by_request(variants["English"], variants["Japanese"]))
+        print(compared_by_request([asdict(result) for result in variants["English"]],
+                                  [asdict(result) for result in variants["Japanese"]]))
     print(f"{sum(len(results) for results in variants.values())} requests in "
           f"{(time.perf_counter() - started) / 60:.1f} minutes (starting the servers and warming them up included)")
     print("saved", save_results(variants, described, server, out, name))

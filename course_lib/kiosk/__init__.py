@@ -37,6 +37,7 @@ from course_lib.kiosk.evaluation import (
     VARIANTS,
     EvalCase,
     Result,
+    compared_by_request,
     evaluate,
     evaluation_cases,
     judge,
@@ -53,5 +54,6 @@ from course_lib.kiosk.shop import SIDE_EFFECTS, UNTRUSTED, Kiosk, OrderId, Sku, 
 
 __all__ = ["EXAMPLE_PRICES", "EvalCase", "Kiosk", "KioskAgent", "KioskReply", "LIMITS", "OPTIONS", "OrderId",
            "RecipientAllowlist", "Result", "ReviewReader", "Router", "SIDE_EFFECTS", "SYSTEM_PROMPT", "Sku",
-           "StaffReviewer", "UNTRUSTED", "VARIANTS", "Yen", "chat_panel", "evaluate", "evaluation_cases", "judge",
-           "load_cases", "paired_successes", "rows_text", "run_variants", "save_results", "summary"]
+           "StaffReviewer", "UNTRUSTED", "VARIANTS", "Yen", "chat_panel", "compared_by_request", "evaluate",
+           "evaluation_cases", "judge", "load_cases", "paired_successes", "rows_text", "run_variants", "save_results",
+           "summary"]

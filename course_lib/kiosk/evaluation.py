@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from course_lib.config import quick_mode
-from course_lib.experiments import run_all
+from course_lib.experiments import Rate, run_all
+from course_lib.experiments.paired import mcnemar_exact
 from course_lib.kiosk.agent import KioskAgent, KioskReply
 from course_lib.kiosk.routing import Router
 from course_lib.kiosk.shop import Kiosk
@@ -147,6 +148,25 @@ def paired_successes(first: list[dict[str, Any]], second: list[dict[str, Any]]) 
         raise ValueError(f"the two runs are not of the same cases: {[r['case'] for r in first]} "
                          f"against {[r['case'] for r in second]}")
     return [(a["case"], a["success"], b["success"]) for a, b in zip(first, second)]
+
+
+def compared_by_request(first: list[dict[str, Any]], second: list[dict[str, Any]],
+                        names: tuple[str, str] = ("English", "Japanese")) -> str:
+    """Two saved runs of the same requests (in two languages, say), request by request: each one's
+    outcome and tool calls, each run's rate, and McNemar's exact test on the pairs (the requests
+    that succeeded in one run only are the evidence)."""
+    pairs = paired_successes(first, second)
+    width = max(len(name) for name in names)
+    lines = [f"  {a['case']:15} " + "   ".join(f"{name:{width}} {'ok  ' if r['success'] else 'FAIL'} "
+                                              f"{len(r['calls'])} call{'s' * (len(r['calls']) != 1)}"
+                                              for name, r in zip(names, (a, b)))
+             for a, b in zip(first, second)]
+    test = mcnemar_exact([(one, two) for _, one, two in pairs], *names, unit="requests")
+    differ = [case for case, one, two in pairs if one != two]
+    counts = (sum(one for _, one, _ in pairs), sum(two for _, _, two in pairs))
+    rates = [f"{name:{width}} {Rate(count, len(pairs))}" for name, count in zip(names, counts)]
+    verdict = f"paired by request: {test.sentence()}; differed on: {', '.join(differ) or 'none'}"
+    return "\n".join([*lines, *rates, verdict])
 
 
 def save_results(variants: dict[str, list[Result]], model: str, server: str, folder: Path,

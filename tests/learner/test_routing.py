@@ -2,6 +2,7 @@
 
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -157,15 +158,17 @@ def test_the_japanese_requests_are_the_english_cases_with_the_same_checks():
 
 
 def test_two_languages_are_compared_request_by_request():
-    from course_tools.kiosk_table import paired_by_request
+    from course_lib.kiosk.evaluation import compared_by_request
 
     def results(successes):
-        return [Result(case, ok, False, False, "", [], 0, 0, 0, None, 0, 0.0, 0.0)
+        return [asdict(Result(case, ok, False, False, "", [["find_products", {}]] * ok, 0, 0, 0, None, 0, 0.0, 0.0))
                 for case, ok in zip(("stock", "price", "refund", "search"), successes)]
 
-    text = paired_by_request(results([True, True, False, True]), results([True, False, False, False]))
-    assert "(3/4)" in text.splitlines()[0]
-    assert "(1/4)" in text.splitlines()[1]
+    lines = compared_by_request(results([True, True, False, True]), results([True, False, False, False])).splitlines()
+    assert lines[1] == "  price           English  ok   1 call   Japanese FAIL 0 calls"
+    assert "(3/4)" in lines[4] and lines[4].startswith("English")
+    assert "(1/4)" in lines[5] and lines[5].startswith("Japanese")
+    text = "\n".join(lines)
     assert "2 with more successes under English, 0 under Japanese, 2 tied" in text
     assert "not shown to differ" in text and text.endswith("differed on: price, search")
 
