@@ -112,12 +112,12 @@ def in_language(figure: Any, language: str) -> Iterator[list[str]]:
             text.set_text(translated(original, language))
         if family:
             text.set_fontfamily([family, "DejaVu Sans"])
-    figure.canvas.draw()  # the formatters' labels too, to list what stayed in English
-    for original in originals:
-        for line in unknown_lines(original, language):
-            if line not in untranslated:
-                untranslated.append(line)
     try:
+        figure.canvas.draw()  # the formatters' labels too, to list what stayed in English
+        for original in originals:
+            for line in unknown_lines(original, language):
+                if line not in untranslated:
+                    untranslated.append(line)
         yield untranslated
     finally:
         for owner, what, value in reversed(restore):
@@ -134,7 +134,7 @@ def _translating(formatter: Any, language: str, originals: list[str]) -> Any:
 
     class Translating(Formatter):
         def __call__(self, x: float, pos: int | None = None) -> str:
-            return self.format_ticks([x])[0] if pos is None else translated(formatter(x, pos), language)
+            return translated(formatter(x, pos), language)
 
         def format_ticks(self, values: list[float]) -> list[str]:
             labels = formatter.format_ticks(values)

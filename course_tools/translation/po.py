@@ -34,6 +34,8 @@ from course_tools.translation.history import english_then
 from course_tools.translation.sources import TRANSLATIONS, Source
 from course_tools.translation.status import SourceStatus, compare
 
+MARKER_START = "<!-- cell "  # how a marker line begins (catalogue.marker): a translated line may not
+
 
 def po_path(folder: Path, source: Source, language: str) -> Path:
     """Where ``source``'s PO file goes in ``folder``: its catalogue's path, ``.po`` for ``.md``."""
@@ -93,6 +95,8 @@ def imported(root: Path, source: Source, po: polib.POFile) -> Imported:
             refused.append(f"{entry.msgctxt}: no unit of {source.english.as_posix()} has this id")
         elif entry.msgid != unit.text:
             refused.append(f"{entry.msgctxt}: its English is not {source.english.as_posix()}'s now (export again)")
+        elif any(line.startswith(MARKER_START) for line in entry.msgstr.splitlines()):
+            refused.append(f"{entry.msgctxt}: a line of its translation begins as a catalogue marker ({MARKER_START})")
         elif entry.msgstr.strip() and not entry.fuzzy:
             old, text = blocks.get(unit.id), entry.msgstr.strip("\n")
             if old is None or (old.hash, old.text) != (unit.hash, text):

@@ -782,6 +782,7 @@ def test_a_po_file_of_an_older_english_or_another_unit_is_refused_and_nothing_is
     edited = polib.pofile(str(po_file))
     edited[0].msgstr = "# 第 2 回 · B (新)"
     edited.append(polib.POEntry(msgctxt="02-99", msgid="Gone.", msgstr="消えた。"))
+    edited[1].msgstr = "動くセル\n<!-- cell 02-00 en:000000000000 -->\n偽のブロック"
     edited.save(str(po_file))
     write_notebook(course / "notebooks" / "02_b.ipynb", [markdown("02-00", "# Lesson 2 · B!"),
                                                          markdown("02-01", "A cell that moves.")])
@@ -790,6 +791,7 @@ def test_a_po_file_of_an_older_english_or_another_unit_is_refused_and_nothing_is
     out = capsys.readouterr().out
     assert "02-00: its English is not notebooks/02_b.ipynb's now (export again)" in out
     assert "02-99: no unit of notebooks/02_b.ipynb has this id" in out
+    assert "02-01: a line of its translation begins as a catalogue marker" in out
     assert catalogue_path.read_text() == before
     assert run(course, "import", "ja", "--po", str(tmp_path / "nowhere")) == 0  # no PO file: nothing to do
     with pytest.raises(SystemExit):
