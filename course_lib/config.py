@@ -29,6 +29,9 @@ variable               what it does                                             
 ``COURSE_LANG``        the language of the edition a kernel runs (``en``, the       ``checks``, ``grading``
                        default, or ``ja``): what the checks print in; set by
                        ``course.py lab --lang ja`` and by the grader
+``COURSE_FIGURE_       the translated editions an English kernel also draws each     ``display.figures``
+EDITIONS``             figure for (comma-separated, e.g. ``ja``; default none):
+                       set by ``course_tools refresh``, whose outputs are committed
 =====================  ==========================================================  ==================
 
 Each is read when it is needed, not at import time, so a notebook or a test can change
@@ -135,6 +138,15 @@ def course_language() -> str:
         return value
     here = Path.cwd()
     return "ja" if here.name == "ja" and here.parent.name in ("notebooks", "exercises") else "en"
+
+
+def figure_editions() -> list[str]:
+    """``COURSE_FIGURE_EDITIONS``: the languages an English kernel draws each figure in besides
+    English, for the translated notebooks built from its outputs; none unless it is set."""
+    languages = [value.strip() for value in os.environ.get("COURSE_FIGURE_EDITIONS", "").split(",") if value.strip()]
+    if wrong := [value for value in languages if not re.fullmatch(r"[a-z]{2}", value)]:
+        raise ValueError(f"COURSE_FIGURE_EDITIONS lists two-letter language codes such as ja, not {wrong[0]!r}")
+    return languages
 
 
 COURSE_ROOT = Path(__file__).resolve().parent.parent  # the course's top folder (the clone)

@@ -3,7 +3,8 @@
     python -m course_tools refresh notebooks/08_experiments.ipynb [more notebooks]
 
 This is how the committed notebooks are produced: a fresh kernel in the notebook's own
-folder, ``COURSE_QUICK=0`` (full experiments), no time limit per cell. Progress bars are
+folder, ``COURSE_QUICK=0`` (full experiments), no time limit per cell, each figure drawn in the
+translated editions too (``COURSE_FIGURE_EDITIONS``, for their notebooks' outputs). Progress bars are
 transient, so their outputs (and the widget state they leave, about a megabyte for a
 long experiment) are dropped; any other widget, such as lesson 9's approval panel, stays.
 """
@@ -18,13 +19,16 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from course_lib.display.figures import editions
+
 WIDGET = "application/vnd.jupyter.widget-view+json"
 PROGRESS_BAR = re.compile(r"\d+%\|.*\|")
 
 
 def kernel_environment() -> dict[str, str]:
-    """The environment a refreshed notebook's kernel runs in: this one, in full mode."""
-    return {**os.environ, "COURSE_QUICK": "0"}
+    """The environment a refreshed notebook's kernel runs in: this one, in full mode, drawing each
+    figure in the translated editions too (``course_lib.display.figures``)."""
+    return {**os.environ, "COURSE_QUICK": "0", "COURSE_FIGURE_EDITIONS": ",".join(editions())}
 
 
 def without_progress_bars(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -8,11 +8,13 @@ translation from ``translations/ja/plots.md`` (the check messages' format: ``en:
 lines, an f-string's words as a template with ``{placeholders}``), in a font that has Japanese
 characters (IPAexGothic, from the ``matplotlib-fontja`` package the course installs).
 
-An English kernel draws the English figure and, beside it in the output's metadata, the same
-figure in every translated edition: the translated notebooks' outputs are the English run's
-(``course_tools/translation/build.py``), so their figures are the ones measured, in their
-words. A text with English words and no translation is listed in the metadata
-(``untranslated``), which a test keeps empty.
+The committed notebooks are made by ``course_tools refresh``, whose kernel has
+``COURSE_FIGURE_EDITIONS`` set to the translated editions (those with a ``plots.md``): there an
+English kernel draws the English figure and, beside it in the output's metadata, the same figure
+in each of them. The translated notebooks' outputs are the English run's
+(``course_tools/translation/build.py``), so their figures are the ones measured, in their words.
+A text with English words and no translation is listed in the metadata (``untranslated``),
+which a test keeps empty. A learner's English kernel draws English only.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from course_lib.check_messages import TRANSLATIONS, filled, translate, translations
-from course_lib.config import COURSE_ROOT, course_language
+from course_lib.config import COURSE_ROOT, course_language, figure_editions
 
 CATALOGUE = "plots.md"  # beside checks.md in translations/<language>/
 FONTS = {"ja": ("IPAexGothic", "matplotlib_fontja", "fonts/ipaexg.ttf")}  # family, package, file in it
@@ -37,7 +39,8 @@ ENGLISH_WORD = re.compile(r"(?<![\w.-])(?=[A-Z]?[a-z])[A-Za-z]{3,}(?![\w.(-])") 
 
 
 def editions() -> list[str]:
-    """The languages with a figure catalogue besides English (``translations/<language>/plots.md``)."""
+    """The languages with a figure catalogue besides English (``translations/<language>/plots.md``):
+    what ``course_tools refresh`` asks an English kernel to draw too."""
     folder = COURSE_ROOT / TRANSLATIONS
     return sorted(path.parent.name for path in folder.glob(f"*/{CATALOGUE}")) if folder.is_dir() else []
 
@@ -159,14 +162,14 @@ def png(figure: Any) -> str:
 
 def bundle(figure: Any, include: Any = None, exclude: Any = None) -> tuple[dict[str, str], dict[str, Any]]:
     """IPython's display of a figure: drawn in this kernel's edition's language; an English kernel
-    adds each translated edition's drawing to the metadata (``METADATA``)."""
+    adds the drawing of each edition in ``COURSE_FIGURE_EDITIONS`` to the metadata (``METADATA``)."""
     language = course_language()
     if language != "en":
         with in_language(figure, language):
             return {"image/png": png(figure), "text/plain": repr(figure)}, {}
     data = {"image/png": png(figure), "text/plain": repr(figure)}
     others = {}
-    for edition in editions():
+    for edition in figure_editions():
         with in_language(figure, edition) as untranslated:
             others[edition] = {"image/png": png(figure), "untranslated": untranslated}
     return data, ({METADATA: others} if others else {})

@@ -107,3 +107,14 @@ def test_refresh_runs_the_kernel_in_full_without_changing_this_process(monkeypat
     refresh.refresh(notebook)
     assert seen["COURSE_QUICK"] == "0" and seen["PATH"] == os.environ["PATH"]
     assert os.environ["COURSE_QUICK"] == "1"
+
+
+def test_the_figure_editions_are_none_unless_set_and_refresh_sets_the_translated_ones(monkeypatch):
+    monkeypatch.delenv("COURSE_FIGURE_EDITIONS", raising=False)
+    assert config.figure_editions() == []
+    monkeypatch.setenv("COURSE_FIGURE_EDITIONS", " ja, ")
+    assert config.figure_editions() == ["ja"]
+    monkeypatch.setenv("COURSE_FIGURE_EDITIONS", "ja,japanese")
+    with pytest.raises(ValueError, match="'japanese'"):
+        config.figure_editions()
+    assert refresh.kernel_environment()["COURSE_FIGURE_EDITIONS"] == "ja"

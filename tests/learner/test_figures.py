@@ -1,6 +1,7 @@
 """Figures in each edition's language (course_lib/display/figures.py): a Japanese kernel draws a
 lesson's figure with its words from translations/ja/plots.md and a font that has them; an English
-kernel adds that drawing to the output for the Japanese edition, which the build puts in place."""
+kernel run by course_tools refresh adds that drawing to the output for the Japanese edition, which
+the build puts in place."""
 
 import base64
 import json
@@ -68,9 +69,14 @@ def test_identifiers_and_values_are_no_english_words():
     assert figures.unknown_lines("calc (300 in / 20 out)\nASR\nno such title", "ja") == ["no such title"]
 
 
-def test_an_english_kernel_adds_the_japanese_drawing_and_a_japanese_kernel_draws_in_japanese(monkeypatch):
+def test_a_refreshed_english_kernel_adds_the_japanese_drawing_and_a_japanese_kernel_draws_in_japanese(monkeypatch):
     figure = next(library_figures())
     monkeypatch.setenv("COURSE_LANG", "en")
+    monkeypatch.delenv("COURSE_FIGURE_EDITIONS", raising=False)
+    assert figures.bundle(figure)[1] == {}, "a learner's English kernel draws English only"
+    from course_tools.refresh import kernel_environment
+
+    monkeypatch.setenv("COURSE_FIGURE_EDITIONS", kernel_environment()["COURSE_FIGURE_EDITIONS"])
     data, metadata = figures.bundle(figure)
     drawings = metadata[figures.METADATA]
     assert set(drawings) == {"ja"} and drawings["ja"]["untranslated"] == []
