@@ -114,11 +114,11 @@ def filled(text: str, english: str, translated: str, value: Callable[[str], str]
                               for name, part in zip(wanted, parts[1:]))
 
 
-def translate(text: str, messages: dict[str, str], value: Callable[[str], str] = str) -> str:
+def translation_of(text: str, messages: dict[str, str], value: Callable[[str], str] = str) -> str | None:
     """``text`` in the catalogue's language: its translation if ``messages`` has ``text`` itself,
     else the longest template it fills, with its values put where the translation wants them
-    (``"1 of 3 passed"`` by ``{n} of {total} passed``), each value passed through ``value``; as it
-    is if none matches."""
+    (``"1 of 3 passed"`` by ``{n} of {total} passed``), each value passed through ``value``; None
+    if the catalogue has neither."""
     exact = messages.get(text.replace("{", "{{").replace("}", "}}"))
     if exact is not None:
         return template_parts(exact)[0][0]
@@ -128,7 +128,13 @@ def translate(text: str, messages: dict[str, str], value: Callable[[str], str] =
         result = filled(text, english, messages[english], value)
         if result is not None:
             return result
-    return text
+    return None
+
+
+def translate(text: str, messages: dict[str, str], value: Callable[[str], str] = str) -> str:
+    """``translation_of`` ``text``, or ``text`` as it is where the catalogue has no translation."""
+    found = translation_of(text, messages, value)
+    return text if found is None else found
 
 
 def translations(language: str, root: Path = COURSE_ROOT, name: str = CHECKS) -> dict[str, str]:

@@ -23,13 +23,13 @@ import base64
 import importlib.util
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from course_lib.check_messages import TRANSLATIONS, filled, translate, translations
+from course_lib.check_messages import TRANSLATIONS, translate, translation_of, translations
 from course_lib.config import COURSE_ROOT, course_language, figure_editions
 
 CATALOGUE = "plots.md"  # beside checks.md in translations/<language>/
@@ -70,10 +70,8 @@ def english_words(text: str) -> list[str]:
 
 def unknown_lines(text: str, language: str) -> list[str]:
     """The lines of ``text`` with English words that the catalogue neither has nor fills as a template."""
-    catalogue = words(language)
-    return [line.strip() for line in text.split("\n") if english_words(line) and line.strip() not in catalogue
-            and not any(filled(line.strip(), english, japanese) is not None for english, japanese in catalogue.items()
-                        if "{" in english)]
+    return [line.strip() for line in text.split("\n")
+            if english_words(line) and translation_of(line.strip(), words(language)) is None]
 
 
 @cache
@@ -93,15 +91,15 @@ def font_family(language: str) -> str | None:
 
 
 @contextmanager
-def in_language(figure: Any, language: str) -> Iterator[list[str]]:
+def in_language(figure: Any, language: str) -> Iterator[Callable[[], list[str]]]:
     """``figure`` with its texts in ``language`` and the font for it, put back as it was on leaving;
-    yields the texts that kept English words (no translation in the catalogue)."""
+    yields a function that lists, once the figure has been drawn, the lines that kept English
+    words (no translation in the catalogue): tick labels are written only when it is drawn."""
     from matplotlib.axis import Axis
     from matplotlib.text import Text
 
     family = font_family(language)
     restore: list[Any] = []
-    untranslated: list[str] = []
     originals: list[str] = []  # every English text drawn, to list those without a translation
     for axis in figure.findobj(Axis):  # tick labels are written by the formatter at each draw
         for ticker in (axis.major, axis.minor):
@@ -115,12 +113,10 @@ def in_language(figure: Any, language: str) -> Iterator[list[str]]:
             text.set_text(translated(original, language))
         if family:
             text.set_fontfamily([family, "DejaVu Sans"])
+    def untranslated() -> list[str]:
+        return list(dict.fromkeys(line for original in originals for line in unknown_lines(original, language)))
+
     try:
-        figure.canvas.draw()  # the formatters' labels too, to list what stayed in English
-        for original in originals:
-            for line in unknown_lines(original, language):
-                if line not in untranslated:
-                    untranslated.append(line)
         yield untranslated
     finally:
         for owner, what, value in reversed(restore):
@@ -171,5 +167,5 @@ def bundle(figure: Any, include: Any = None, exclude: Any = None) -> tuple[dict[
     others = {}
     for edition in figure_editions():
         with in_language(figure, edition) as untranslated:
-            others[edition] = {"image/png": png(figure), "untranslated": untranslated}
+            others[edition] = {"image/png": png(figure), "untranslated": untranslated()}
     return data, ({METADATA: others} if others else {})

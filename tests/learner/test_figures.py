@@ -50,7 +50,7 @@ def test_a_library_figure_in_japanese_keeps_no_english_word_and_is_put_back_afte
     assert any(figures.english_words(text) for text in english)
     with figures.in_language(figure, "ja") as untranslated:
         japanese = texts(figure)
-        assert untranslated == [], untranslated
+        assert untranslated() == [], untranslated()
         assert japanese != english
         assert {text.get_fontfamily()[0] for text in figure.findobj(matplotlib.text.Text)} == {"IPAexGothic"}
     assert texts(figure) == english
