@@ -85,15 +85,16 @@ QUICK_WORDS = {"8": "with `COURSE_QUICK=1` (about 2 to 3 minutes each",
 # The core path: lesson -> how many of its exercises (its first ones) the core includes.
 CORE: dict[str, int] = {"1": 2, "2": 1, "3": 1, "4": 1, "5": 1, "6": 1, "7": 1, "9": 1, "10": 1, "11": 1, "13": 1}
 CORE_LIMIT = 360  # minutes: a day of self-study
-ESTIMATED = ("estimated by `python -m course_tools lesson_plan`: 200 words a minute, the measured run, "
-             "10 minutes an exercise")
+ESTIMATED = (f"estimated by `python -m course_tools lesson_plan`: {WORDS_PER_MINUTE} words a minute, the measured "
+             f"run, {MINUTES_PER_EXERCISE} minutes an exercise")
 LESSON_FILE = re.compile(r"^(\d+[ab]?)_\w+\.ipynb$")  # 9a and 9b sit between 9 and 10
 APPENDIX_FILE = re.compile(r"^appendix_\w+\.ipynb$")
 WORD = re.compile(r"\S*\w\S*")  # a run of non-space characters with a letter or digit in it
 CHARACTERS_PER_MINUTE = {"ja": 500}  # a translated edition's prose: characters (not spaces) a minute
 TIME_LINE_IN = {"ja": re.compile(r"\n*\*\*所要時間:\*\*[^\n]*")}  # its lessons' time lines (``japanese_time_line``)
-ESTIMATED_IN = {"ja": "`python -m course_tools lesson_plan` による見積もり: "
-                      "日本語の文は毎分 500 字、コードは毎分 200 語、計測した実行時間、演習 1 問 10 分"}
+ESTIMATED_IN = {"ja": f"`python -m course_tools lesson_plan` による見積もり: 日本語の文は毎分 "
+                      f"{CHARACTERS_PER_MINUTE['ja']} 字、コードは毎分 {WORDS_PER_MINUTE} 語、計測した実行時間、"
+                      f"演習 1 問 {MINUTES_PER_EXERCISE} 分"}
 
 
 @dataclass
@@ -128,8 +129,17 @@ class Lesson:
         return sum(section.words for section in self.sections)
 
     @property
+    def code_words(self) -> int:
+        return sum(section.code_words for section in self.sections)
+
+    @property
     def code_cells(self) -> int:
         return sum(section.code_cells for section in self.sections)
+
+    def reading_in(self, language: str, prose: list[str]) -> float:
+        """Reading minutes in a translated edition whose Markdown cells are ``prose`` (without the
+        time line): ``translated_reading_minutes`` of that text and this lesson's code."""
+        return translated_reading_minutes(prose, self.code_words, language)
 
     @property
     def seconds(self) -> float:
@@ -330,7 +340,7 @@ def table(found: list[Lesson], wpm: float, per_exercise: float, with_sections: b
         quick = lesson.readme_quick_seconds is not None
         rows.append(" | ".join([
             f"| {lesson.number} · {lesson.title.split('·', 1)[-1].strip()}",
-            f"{sum(s.prose_words for s in lesson.sections):,}", f"{sum(s.code_words for s in lesson.sections):,}",
+            f"{sum(s.prose_words for s in lesson.sections):,}", f"{lesson.code_words:,}",
             str(lesson.code_cells), f"{lesson.words / wpm:.1f}", minutes_text(lesson.seconds),
             minutes_text(lesson.readme_seconds) + (f" ({minutes_text(lesson.readme_quick_seconds)})" if quick else ""),
             f"{lesson.exercises} ({lesson.solution_lines})", f"about {lesson.stated} min" if lesson.stated else "–",
@@ -356,7 +366,7 @@ def translated_reading(lesson: Lesson, language: str, root: Path = ROOT) -> floa
     translated = nbformat.read(root / "notebooks" / language / lesson.path.name, as_version=4)
     prose = [cell.source for cell in translated.cells if cell.cell_type == "markdown"]
     prose[0] = TIME_LINE_IN[language].sub("", prose[0])  # not its own time line
-    return translated_reading_minutes(prose, sum(section.code_words for section in lesson.sections), language)
+    return lesson.reading_in(language, prose)
 
 
 def translated_core_minutes(found: list[Lesson], language: str, root: Path = ROOT) -> int:

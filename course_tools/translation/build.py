@@ -142,9 +142,7 @@ def time_line(root: Path, english: Path, translated: dict, language: str) -> str
     lesson = lesson_plan.measure(root / english, lesson_plan.readme_run_times(
         (root / lesson_plan.RUN_TIMES_PAGE).read_text(encoding="utf-8")))
     prose = ["".join(cell["source"]) for cell in translated["cells"] if cell["cell_type"] == "markdown"]
-    code_words = sum(section.code_words for section in lesson.sections)
-    return lesson.time_line(language=language,
-                            reading_minutes=lesson_plan.translated_reading_minutes(prose, code_words, language))
+    return lesson.time_line(language=language, reading_minutes=lesson.reading_in(language, prose))
 
 
 def _built_markdown(status: SourceStatus, language: str, allow_english: bool) -> Built:
